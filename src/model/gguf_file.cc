@@ -20,22 +20,30 @@ uint64_t MinEncodedSize(GgufValueType type) {
   switch (type) {
     case GgufValueType::kUint8:
     case GgufValueType::kInt8:
-    case GgufValueType::kBool: return 1;
+    case GgufValueType::kBool:
+      return 1;
     case GgufValueType::kUint16:
-    case GgufValueType::kInt16: return 2;
+    case GgufValueType::kInt16:
+      return 2;
     case GgufValueType::kUint32:
     case GgufValueType::kInt32:
-    case GgufValueType::kFloat32: return 4;
+    case GgufValueType::kFloat32:
+      return 4;
     case GgufValueType::kUint64:
     case GgufValueType::kInt64:
-    case GgufValueType::kFloat64: return 8;
-    case GgufValueType::kString: return 8;   // length prefix
-    case GgufValueType::kArray: return 12;   // element type + count
+    case GgufValueType::kFloat64:
+      return 8;
+    case GgufValueType::kString:
+      return 8;  // length prefix
+    case GgufValueType::kArray:
+      return 12;  // element type + count
   }
   return 1;
 }
 
-bool IsKnownValueType(uint32_t raw) { return raw <= static_cast<uint32_t>(GgufValueType::kFloat64); }
+bool IsKnownValueType(uint32_t raw) {
+  return raw <= static_cast<uint32_t>(GgufValueType::kFloat64);
+}
 
 bool IsNumericType(GgufValueType type) {
   return type != GgufValueType::kString && type != GgufValueType::kArray;
@@ -68,19 +76,32 @@ std::string Printable(std::string_view s) {
 
 std::string_view GgufValueTypeName(GgufValueType type) {
   switch (type) {
-    case GgufValueType::kUint8: return "uint8";
-    case GgufValueType::kInt8: return "int8";
-    case GgufValueType::kUint16: return "uint16";
-    case GgufValueType::kInt16: return "int16";
-    case GgufValueType::kUint32: return "uint32";
-    case GgufValueType::kInt32: return "int32";
-    case GgufValueType::kFloat32: return "float32";
-    case GgufValueType::kBool: return "bool";
-    case GgufValueType::kString: return "string";
-    case GgufValueType::kArray: return "array";
-    case GgufValueType::kUint64: return "uint64";
-    case GgufValueType::kInt64: return "int64";
-    case GgufValueType::kFloat64: return "float64";
+    case GgufValueType::kUint8:
+      return "uint8";
+    case GgufValueType::kInt8:
+      return "int8";
+    case GgufValueType::kUint16:
+      return "uint16";
+    case GgufValueType::kInt16:
+      return "int16";
+    case GgufValueType::kUint32:
+      return "uint32";
+    case GgufValueType::kInt32:
+      return "int32";
+    case GgufValueType::kFloat32:
+      return "float32";
+    case GgufValueType::kBool:
+      return "bool";
+    case GgufValueType::kString:
+      return "string";
+    case GgufValueType::kArray:
+      return "array";
+    case GgufValueType::kUint64:
+      return "uint64";
+    case GgufValueType::kInt64:
+      return "int64";
+    case GgufValueType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
@@ -96,8 +117,10 @@ bool GgufValue::is_integer() const {
     case GgufValueType::kUint32:
     case GgufValueType::kInt32:
     case GgufValueType::kUint64:
-    case GgufValueType::kInt64: return true;
-    default: return false;
+    case GgufValueType::kInt64:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -106,15 +129,24 @@ int64_t GgufValue::ArrayInt(uint64_t i) const {
   const uint8_t* p = array_bytes_.data();
   switch (array_type_) {
     case GgufValueType::kUint8:
-    case GgufValueType::kBool: return p[i];
-    case GgufValueType::kInt8: return static_cast<int8_t>(p[i]);
-    case GgufValueType::kUint16: return LoadLe<uint16_t>(p + 2 * i);
-    case GgufValueType::kInt16: return LoadLe<int16_t>(p + 2 * i);
-    case GgufValueType::kUint32: return LoadLe<uint32_t>(p + 4 * i);
-    case GgufValueType::kInt32: return LoadLe<int32_t>(p + 4 * i);
-    case GgufValueType::kUint64: return static_cast<int64_t>(LoadLe<uint64_t>(p + 8 * i));
-    case GgufValueType::kInt64: return LoadLe<int64_t>(p + 8 * i);
-    default: STRATA_CHECK(false && "ArrayInt on a non-integer array");
+    case GgufValueType::kBool:
+      return p[i];
+    case GgufValueType::kInt8:
+      return static_cast<int8_t>(p[i]);
+    case GgufValueType::kUint16:
+      return LoadLe<uint16_t>(p + 2 * i);
+    case GgufValueType::kInt16:
+      return LoadLe<int16_t>(p + 2 * i);
+    case GgufValueType::kUint32:
+      return LoadLe<uint32_t>(p + 4 * i);
+    case GgufValueType::kInt32:
+      return LoadLe<int32_t>(p + 4 * i);
+    case GgufValueType::kUint64:
+      return static_cast<int64_t>(LoadLe<uint64_t>(p + 8 * i));
+    case GgufValueType::kInt64:
+      return LoadLe<int64_t>(p + 8 * i);
+    default:
+      STRATA_CHECK(false && "ArrayInt on a non-integer array");
   }
   return 0;
 }
@@ -123,17 +155,22 @@ double GgufValue::ArrayFloat(uint64_t i) const {
   STRATA_CHECK(type_ == GgufValueType::kArray && i < array_size_);
   const uint8_t* p = array_bytes_.data();
   switch (array_type_) {
-    case GgufValueType::kFloat32: return LoadLe<float>(p + 4 * i);
-    case GgufValueType::kFloat64: return LoadLe<double>(p + 8 * i);
-    default: STRATA_CHECK(false && "ArrayFloat on a non-float array");
+    case GgufValueType::kFloat32:
+      return LoadLe<float>(p + 4 * i);
+    case GgufValueType::kFloat64:
+      return LoadLe<double>(p + 8 * i);
+    default:
+      STRATA_CHECK(false && "ArrayFloat on a non-float array");
   }
   return 0;
 }
 
 std::string GgufValue::DebugString(size_t max_items) const {
   switch (type_) {
-    case GgufValueType::kString: return "\"" + Printable(str_) + "\"";
-    case GgufValueType::kBool: return as_bool() ? "true" : "false";
+    case GgufValueType::kString:
+      return "\"" + Printable(str_) + "\"";
+    case GgufValueType::kBool:
+      return as_bool() ? "true" : "false";
     case GgufValueType::kFloat32:
     case GgufValueType::kFloat64: {
       char buf[64];
@@ -143,20 +180,27 @@ std::string GgufValue::DebugString(size_t max_items) const {
     case GgufValueType::kInt8:
     case GgufValueType::kInt16:
     case GgufValueType::kInt32:
-    case GgufValueType::kInt64: return std::to_string(i_);
-    case GgufValueType::kArray: break;
-    default: return std::to_string(u_);
+    case GgufValueType::kInt64:
+      return std::to_string(i_);
+    case GgufValueType::kArray:
+      break;
+    default:
+      return std::to_string(u_);
   }
-  std::string out = "[" + std::string(GgufValueTypeName(array_type_)) + " x " +
-                    std::to_string(array_size_) + "]";
+  std::string out =
+      "[" + std::string(GgufValueTypeName(array_type_)) + " x " + std::to_string(array_size_) + "]";
   uint64_t shown = std::min<uint64_t>(array_size_, max_items);
   if (shown == 0) return out;
   out += " ";
   for (uint64_t i = 0; i < shown; ++i) {
     if (i > 0) out += ", ";
     switch (array_type_) {
-      case GgufValueType::kString: out += "\"" + Printable(strings_[i]) + "\""; break;
-      case GgufValueType::kArray: out += nested_[i].DebugString(max_items); break;
+      case GgufValueType::kString:
+        out += "\"" + Printable(strings_[i]) + "\"";
+        break;
+      case GgufValueType::kArray:
+        out += nested_[i].DebugString(max_items);
+        break;
       case GgufValueType::kFloat32:
       case GgufValueType::kFloat64: {
         char buf[64];
@@ -164,8 +208,12 @@ std::string GgufValue::DebugString(size_t max_items) const {
         out += buf;
         break;
       }
-      case GgufValueType::kUint64: out += std::to_string(static_cast<uint64_t>(ArrayInt(i))); break;
-      default: out += std::to_string(ArrayInt(i)); break;
+      case GgufValueType::kUint64:
+        out += std::to_string(static_cast<uint64_t>(ArrayInt(i)));
+        break;
+      default:
+        out += std::to_string(ArrayInt(i));
+        break;
     }
   }
   if (shown < array_size_) out += ", ...";
@@ -347,8 +395,10 @@ class GgufParser {
         out->u_ = v;
         return OkStatus();
       }
-      case GgufValueType::kString: return ReadString(&out->str_, where);
-      case GgufValueType::kArray: return ParseArray(depth, where, out);
+      case GgufValueType::kString:
+        return ReadString(&out->str_, where);
+      case GgufValueType::kArray:
+        return ParseArray(depth, where, out);
     }
     return InternalError(where + ": unreachable value type");
   }

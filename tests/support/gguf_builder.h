@@ -16,8 +16,19 @@ class GgufBuilder {
  public:
   // GGUF value type codes (see strata::model::GgufValueType).
   enum Type : uint32_t {
-    kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-    kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+    kU8 = 0,
+    kI8 = 1,
+    kU16 = 2,
+    kI16 = 3,
+    kU32 = 4,
+    kI32 = 5,
+    kF32 = 6,
+    kBool = 7,
+    kString = 8,
+    kArray = 9,
+    kU64 = 10,
+    kI64 = 11,
+    kF64 = 12,
   };
 
   explicit GgufBuilder(uint32_t version = 3) : version_(version) {}
@@ -85,8 +96,8 @@ class GgufBuilder {
     Bytes out;
     for (char c : std::string_view("GGUF")) out.push_back(static_cast<uint8_t>(c));
     Put<uint32_t>(&out, version_);
-    Put<uint64_t>(&out, tensor_count_override_ != ~uint64_t{0} ? tensor_count_override_
-                                                                 : tensors_.size());
+    Put<uint64_t>(
+        &out, tensor_count_override_ != ~uint64_t{0} ? tensor_count_override_ : tensors_.size());
     Put<uint64_t>(&out, kv_count_override_ != ~uint64_t{0} ? kv_count_override_ : kv_count_);
     for (uint8_t byte : kv_) out.push_back(byte);
     std::vector<uint64_t> offsets;

@@ -6,7 +6,7 @@ namespace strata::internal {
 [[noreturn]] void CheckFailed(const char* condition, const char* file, int line);
 }  // namespace strata::internal
 
-#define STRATA_CHECK(cond)                                                       \
-  do {                                                                           \
-    if (!(cond)) ::strata::internal::CheckFailed(#cond, __FILE__, __LINE__);     \
+#define STRATA_CHECK(cond)                                                   \
+  do {                                                                       \
+    if (!(cond)) ::strata::internal::CheckFailed(#cond, __FILE__, __LINE__); \
   } while (0)

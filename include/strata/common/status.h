@@ -74,8 +74,8 @@ Status UnavailableError(std::string message);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const T& value) : value_(value) {}          // NOLINT(runtime/explicit)
-  StatusOr(T&& value) : value_(std::move(value)) {}    // NOLINT(runtime/explicit)
+  StatusOr(const T& value) : value_(value) {}             // NOLINT(runtime/explicit)
+  StatusOr(T&& value) : value_(std::move(value)) {}       // NOLINT(runtime/explicit)
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT(runtime/explicit)
     STRATA_CHECK(!status_.ok());
   }
@@ -111,9 +111,9 @@ class [[nodiscard]] StatusOr {
 #define STRATA_STATUS_CONCAT(a, b) STRATA_STATUS_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function when `expr` (a Status) is not OK.
-#define STRATA_RETURN_IF_ERROR(expr)            \
-  do {                                          \
-    ::strata::Status strata_status_ = (expr);   \
+#define STRATA_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::strata::Status strata_status_ = (expr);        \
     if (!strata_status_.ok()) return strata_status_; \
   } while (0)
 

@@ -50,7 +50,9 @@ class GgufValue {
   GgufValueType type() const { return type_; }
 
   bool is_integer() const;
-  bool is_float() const { return type_ == GgufValueType::kFloat32 || type_ == GgufValueType::kFloat64; }
+  bool is_float() const {
+    return type_ == GgufValueType::kFloat32 || type_ == GgufValueType::kFloat64;
+  }
   bool is_array() const { return type_ == GgufValueType::kArray; }
 
   // Scalars. Each is meaningful only for the matching type family; see GgufFile's typed getters
@@ -70,7 +72,7 @@ class GgufValue {
   const std::vector<GgufValue>& array_values() const { return nested_; }  // nested arrays only
 
   // Element i of a numeric array, widened. i < array_size(); the element type must match.
-  int64_t ArrayInt(uint64_t i) const;  // any integer or bool element type
+  int64_t ArrayInt(uint64_t i) const;   // any integer or bool element type
   double ArrayFloat(uint64_t i) const;  // float32 / float64 element type
 
   // Human-readable rendering for tools: scalars in full, arrays as "[type x N] first items…".

@@ -37,7 +37,8 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // Never fails: any byte string (invalid UTF-8 included) encodes to some id sequence.
-  virtual std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options) const = 0;
+  virtual std::vector<TokenId> Encode(std::string_view text,
+                                      const EncodeOptions& options) const = 0;
 
   // The bytes token `id` stands for (byte tokens give their single byte, which may be a
   // partial UTF-8 sequence). Control tokens give "" unless `render_special`. Invalid ids give

@@ -144,7 +144,8 @@ TEST(GgufFile, TypedGettersNameTheKeyOnMismatch) {
 TEST(GgufFile, AcceptsVersion2AndCustomAlignment) {
   GgufBuilder b(2);
   b.AddU32("general.alignment", 64).SetAlignment(64);
-  b.AddTensor("a", {3}, 0, std::vector<uint8_t>(12, 0)).AddTensor("b", {5}, 0, std::vector<uint8_t>(20, 0));
+  b.AddTensor("a", {3}, 0, std::vector<uint8_t>(12, 0))
+      .AddTensor("b", {5}, 0, std::vector<uint8_t>(20, 0));
   auto bytes = b.Build();
   auto file = ParseBytes(bytes);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
@@ -190,8 +191,9 @@ TEST(GgufFile, RejectsCountsThatCannotFitBeforeAllocating) {
       StatusCode::kDataLoss, "'ovf'");
   std::vector<uint8_t> long_string;
   GgufBuilder::Put<uint64_t>(&long_string, ~uint64_t{0});
-  ExpectError(ParseBytes(GgufBuilder().AddRawValue("name", GgufBuilder::kString, long_string).Build()),
-              StatusCode::kDataLoss, "'name'");
+  ExpectError(
+      ParseBytes(GgufBuilder().AddRawValue("name", GgufBuilder::kString, long_string).Build()),
+      StatusCode::kDataLoss, "'name'");
 }
 
 TEST(GgufFile, RejectsArraysNestedTooDeeply) {
@@ -229,8 +231,8 @@ TEST(GgufFile, RejectsMalformedTensorInfos) {
   ExpectError(ParseBytes(one({1, 1, 1, 1, 1}, 0, 4).Build()), StatusCode::kInvalidArgument,
               "n_dims");
   ExpectError(ParseBytes(one({4, 0}, 0, 0).Build()), StatusCode::kInvalidArgument, "dimension 1");
-  ExpectError(ParseBytes(one({1ull << 40, 1ull << 40}, 0, 0).Build()),
-              StatusCode::kInvalidArgument, "overflows");
+  ExpectError(ParseBytes(one({1ull << 40, 1ull << 40}, 0, 0).Build()), StatusCode::kInvalidArgument,
+              "overflows");
   ExpectError(ParseBytes(one({4}, 4, 16).Build()), StatusCode::kInvalidArgument,
               "unknown tensor type 4");
   ExpectError(ParseBytes(one({4}, 99, 16).Build()), StatusCode::kInvalidArgument, "type 99");
@@ -250,7 +252,8 @@ TEST(GgufFile, RejectsTensorDataOutsideTheFileMisalignedOrOverlapping) {
   auto outside = ValidModel().SetTensorOffset(1, 1 << 20).Build();
   ExpectError(ParseBytes(outside), StatusCode::kDataLoss, "'out'");
   auto misaligned = ValidModel().SetTensorOffset(1, 8).Build();
-  ExpectError(ParseBytes(misaligned), StatusCode::kInvalidArgument, "not a multiple of the alignment");
+  ExpectError(ParseBytes(misaligned), StatusCode::kInvalidArgument,
+              "not a multiple of the alignment");
   auto wrap = ValidModel().SetTensorOffset(1, ~uint64_t{0} - 31).Build();
   ExpectError(ParseBytes(wrap), StatusCode::kDataLoss, "'out'");
   auto overlap = GgufBuilder()

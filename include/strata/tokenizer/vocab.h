@@ -110,7 +110,8 @@ struct Vocab {
   bool HasAttr(TokenId id, uint32_t bits) const { return IsValid(id) && (attrs[id] & bits) != 0; }
   // kNoToken when `text` is not a token.
   TokenId Find(std::string_view text) const;
-  // Control, unknown and unused tokens: never produced from plain text, not rendered by default.
+  // Control, unknown, unused and undefined-type tokens: not rendered by default (unused and
+  // undefined ones not even with render_special).
   bool IsControl(TokenId id) const;
   // Ids that end generation: eos, eot and any other end-of-generation tokens the vocab marks.
   std::vector<TokenId> EndOfGenerationIds() const { return eog_ids; }

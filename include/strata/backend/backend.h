@@ -1,0 +1,53 @@
+// Backend: runs the model's forward pass over one ragged batch. Model code above this line
+// never sees CPU threads or CUDA; each backend executes the graph its own way against the
+// same paged KV layout (kv::BlockPool ids → the backend's KV storage).
+//
+// Thread rules: a Backend is driven by one thread (the engine loop); Forward is not reentrant.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "strata/common/status.h"
+#include "strata/kv/block_pool.h"
+#include "strata/model/model_config.h"
+
+namespace strata::backend {
+
+// One sequence's part of a batch: `tokens` at positions [start_pos, start_pos + tokens.size()).
+// Its KV for positions < start_pos is already in `block_ids`, which must also have room for
+// the new tokens (ceil((start_pos + n) / block_size) blocks).
+struct SequenceSlice {
+  std::span<const int32_t> tokens;
+  int64_t start_pos = 0;
+  std::span<const kv::BlockId> block_ids;
+  bool all_logits = false;  // true: logits for every token; false: for the last one only
+};
+
+struct Batch {
+  std::vector<SequenceSlice> sequences;
+};
+
+struct KvGeometry {
+  int32_t block_size = 16;  // tokens per block
+  int32_t num_blocks = 0;   // blocks the KV storage holds
+  int64_t bytes_per_block = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Runs the batch: writes every new token's K/V into its sequence's blocks and returns the
+  // logits rows in batch order — tokens.size() rows for an all_logits sequence, one row
+  // otherwise — as [rows, vocab_size] fp32 in *logits (resized). INVALID_ARGUMENT for a
+  // malformed batch (token ids outside the vocab, too few blocks, positions beyond the
+  // context).
+  virtual Status Forward(const Batch& batch, std::vector<float>* logits) = 0;
+
+  virtual const model::ModelConfig& config() const = 0;
+  virtual KvGeometry kv_geometry() const = 0;
+};
+
+}  // namespace strata::backend

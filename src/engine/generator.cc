@@ -1,0 +1,97 @@
+#include "strata/engine/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "strata/kv/block_pool.h"
+#include "strata/kv/block_table.h"
+#include "strata/sampling/finish_checker.h"
+#include "strata/sampling/sampler.h"
+#include "strata/tokenizer/incremental_detokenizer.h"
+
+namespace strata::engine {
+namespace {
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+Generator::Generator(backend::Backend* backend, const tokenizer::Tokenizer* tokenizer,
+                     int64_t prefill_chunk)
+    : backend_(backend),
+      tokenizer_(tokenizer),
+      prefill_chunk_(std::max<int64_t>(1, prefill_chunk)) {}
+
+StatusOr<GenerationResult> Generator::Generate(
+    std::span<const int32_t> prompt, const sampling::SamplingParams& params,
+    const std::function<void(std::string_view)>& on_text) {
+  const model::ModelConfig& config = backend_->config();
+  STRATA_RETURN_IF_ERROR(sampling::Validate(params, static_cast<int>(config.vocab_size)));
+  if (prompt.empty()) return InvalidArgumentError("the prompt is empty");
+  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  if (total > config.context_length) {
+    return InvalidArgumentError("prompt (" + std::to_string(prompt.size()) +
+                                " tokens) + max_tokens (" + std::to_string(params.max_tokens) +
+                                ") must be at most the context length " +
+                                std::to_string(config.context_length));
+  }
+  const backend::KvGeometry geometry = backend_->kv_geometry();
+  kv::BlockPool pool(geometry.num_blocks);
+  kv::BlockTable table(geometry.block_size);
+  std::vector<kv::BlockId> ids;
+  if (!pool.Allocate(table.BlocksNeeded(total), &ids)) {
+    return ResourceExhaustedError(
+        "the KV cache holds " + std::to_string(int64_t{geometry.num_blocks} * geometry.block_size) +
+        " tokens; this request needs " + std::to_string(total) + " (raise the KV budget)");
+  }
+  table.Append(ids);
+
+  GenerationResult result;
+  result.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+  sampling::Sampler sampler(params, prompt);
+  const std::vector<tokenizer::TokenId> eog = tokenizer_->vocab().EndOfGenerationIds();
+  sampling::FinishChecker checker(params, eog);
+  tokenizer::IncrementalDetokenizer detokenizer(*tokenizer_, /*render_special=*/false);
+  auto emit = [&](const std::string& text) {
+    if (text.empty()) return;
+    result.text += text;
+    if (on_text) on_text(text);
+  };
+
+  std::vector<float> logits;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t pos = 0; pos < static_cast<int64_t>(prompt.size()); pos += prefill_chunk_) {
+    const int64_t len = std::min<int64_t>(prefill_chunk_, prompt.size() - pos);
+    backend::Batch batch;
+    batch.sequences.push_back({prompt.subspan(pos, len), pos, table.blocks(), false});
+    STRATA_RETURN_IF_ERROR(backend_->Forward(batch, &logits));
+  }
+  result.stats.prefill_seconds = SecondsSince(start);
+
+  const auto decode_start = std::chrono::steady_clock::now();
+  int64_t pos = static_cast<int64_t>(prompt.size());
+  while (true) {
+    const int32_t token = sampler.Sample(std::span<float>(logits.data(), config.vocab_size));
+    sampler.Accept(token);
+    result.tokens.push_back(token);
+    sampling::FinishChecker::Step step = checker.Append(token, detokenizer.Push(token));
+    emit(step.text);
+    if (step.finish_reason) {
+      sampling::FinishChecker::Step last = checker.Finish(detokenizer.Flush(), *step.finish_reason);
+      emit(last.text);
+      result.finish_reason = *last.finish_reason;
+      break;
+    }
+    backend::Batch batch;
+    batch.sequences.push_back(
+        {std::span<const int32_t>(&result.tokens.back(), 1), pos, table.blocks(), false});
+    STRATA_RETURN_IF_ERROR(backend_->Forward(batch, &logits));
+    ++pos;
+  }
+  result.stats.decode_seconds = SecondsSince(decode_start);
+  result.stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
+  table.ReleaseAll(&pool);
+  return result;
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,185 @@
+// strata-generate: writes text from a model on the CPU backend, streaming as it is produced,
+// and ends with the prompt and generation speeds.
+//
+//   strata-generate --model MODEL.gguf (--prompt TEXT | --chat TEXT [--system TEXT]) [flags]
+//
+// Run with --help for the flags. Errors: one line on stderr, exit code 1 (2 for bad usage).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/engine/generator.h"
+#include "strata/model/gguf_file.h"
+#include "strata/sampling/sampling_params.h"
+#include "strata/tokenizer/chat_template.h"
+#include "strata/tokenizer/tokenizer.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: strata-generate --model MODEL.gguf (--prompt TEXT | --chat TEXT) [flags]\n"
+    "  --prompt TEXT            raw text (BOS added as the vocab asks)\n"
+    "  --chat TEXT              a user message rendered with the model's chat template\n"
+    "  --system TEXT            a system message for --chat\n"
+    "  --chat-template NAME     template name (default: detected from the model)\n"
+    "  --max-tokens N           tokens to generate (default 128)\n"
+    "  --temperature F          0 = greedy (default 0)\n"
+    "  --top-k N  --top-p F  --min-p F\n"
+    "  --repetition-penalty F  --presence-penalty F  --frequency-penalty F\n"
+    "  --seed N                 sampling seed (default 0)\n"
+    "  --stop TEXT              stop string (repeatable)\n"
+    "  --ignore-eos             keep going past end-of-generation tokens\n"
+    "  --threads N              CPU threads (default: one per core)\n"
+    "  --kv-budget-bytes N      KV cache memory (default 268435456)\n"
+    "  --kv-dtype f16|f32       KV cache storage type (default f16)\n"
+    "  --prefill-chunk N        prompt tokens per forward pass (default 512)\n"
+    "  --quiet                  print only the generated text\n";
+
+[[noreturn]] void Fail(const std::string& message, int code = 1) {
+  std::fprintf(stderr, "strata-generate: %s\n", message.c_str());
+  std::exit(code);
+}
+
+double ParseDouble(const std::string& flag, const char* value) {
+  char* end = nullptr;
+  double v = std::strtod(value, &end);
+  if (end == value || *end != '\0') Fail(flag + " expects a number, got '" + value + "'", 2);
+  return v;
+}
+
+long long ParseInt(const std::string& flag, const char* value) {
+  char* end = nullptr;
+  long long v = std::strtoll(value, &end, 10);
+  if (end == value || *end != '\0') Fail(flag + " expects an integer, got '" + value + "'", 2);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path, prompt, chat, system, template_name;
+  bool quiet = false;
+  int64_t prefill_chunk = 512;
+  strata::sampling::SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = 128;
+  strata::backend::cpu::CpuBackendOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (flag == "--quiet") {
+      quiet = true;
+      continue;
+    }
+    if (flag == "--ignore-eos") {
+      params.ignore_eos = true;
+      continue;
+    }
+    if (i + 1 >= argc) Fail(flag + " needs a value (see --help)", 2);
+    const char* v = argv[++i];
+    if (flag == "--model")
+      model_path = v;
+    else if (flag == "--prompt")
+      prompt = v;
+    else if (flag == "--chat")
+      chat = v;
+    else if (flag == "--system")
+      system = v;
+    else if (flag == "--chat-template")
+      template_name = v;
+    else if (flag == "--max-tokens")
+      params.max_tokens = static_cast<int32_t>(ParseInt(flag, v));
+    else if (flag == "--temperature")
+      params.temperature = static_cast<float>(ParseDouble(flag, v));
+    else if (flag == "--top-k")
+      params.top_k = static_cast<int32_t>(ParseInt(flag, v));
+    else if (flag == "--top-p")
+      params.top_p = static_cast<float>(ParseDouble(flag, v));
+    else if (flag == "--min-p")
+      params.min_p = static_cast<float>(ParseDouble(flag, v));
+    else if (flag == "--repetition-penalty")
+      params.repetition_penalty = static_cast<float>(ParseDouble(flag, v));
+    else if (flag == "--presence-penalty")
+      params.presence_penalty = static_cast<float>(ParseDouble(flag, v));
+    else if (flag == "--frequency-penalty")
+      params.frequency_penalty = static_cast<float>(ParseDouble(flag, v));
+    else if (flag == "--seed")
+      params.seed = static_cast<uint64_t>(ParseInt(flag, v));
+    else if (flag == "--stop")
+      params.stop.push_back(v);
+    else if (flag == "--threads")
+      options.num_threads = static_cast<int>(ParseInt(flag, v));
+    else if (flag == "--kv-budget-bytes")
+      options.kv_budget_bytes = ParseInt(flag, v);
+    else if (flag == "--prefill-chunk")
+      prefill_chunk = ParseInt(flag, v);
+    else if (flag == "--kv-dtype") {
+      if (std::strcmp(v, "f16") != 0 && std::strcmp(v, "f32") != 0) {
+        Fail("--kv-dtype must be f16 or f32", 2);
+      }
+      options.kv_dtype = std::strcmp(v, "f16") == 0 ? strata::backend::cpu::KvDtype::kF16
+                                                    : strata::backend::cpu::KvDtype::kF32;
+    } else {
+      Fail("unknown flag " + flag + " (see --help)", 2);
+    }
+  }
+  if (model_path.empty()) Fail("--model is required (see --help)", 2);
+  if (prompt.empty() == chat.empty()) Fail("give exactly one of --prompt and --chat", 2);
+  if (options.num_threads < 0) Fail("--threads must be >= 0", 2);
+
+  auto file = strata::model::GgufFile::Open(model_path);
+  if (!file.ok()) Fail(file.status().ToString());
+  auto tokenizer = strata::tokenizer::Tokenizer::FromGguf(*file);
+  if (!tokenizer.ok()) Fail(tokenizer.status().ToString());
+  auto backend = strata::backend::cpu::CpuBackend::Create(*file, options);
+  if (!backend.ok()) Fail(backend.status().ToString());
+
+  std::vector<int32_t> ids;
+  if (!chat.empty()) {
+    auto chat_template = strata::tokenizer::ChatTemplateRegistry::Global().Resolve(
+        template_name, (*tokenizer)->vocab());
+    if (!chat_template.ok()) Fail(chat_template.status().ToString());
+    std::vector<strata::tokenizer::ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", chat});
+    strata::tokenizer::ChatRenderOptions render;
+    auto text = (*chat_template)->Render(messages, render);
+    if (!text.ok()) Fail(text.status().ToString());
+    ids = (*tokenizer)->Encode(*text, {/*add_special=*/true, /*parse_special=*/true});
+  } else {
+    ids = (*tokenizer)->Encode(prompt, {/*add_special=*/true, /*parse_special=*/false});
+  }
+
+  strata::engine::Generator generator(backend->get(), tokenizer->get(), prefill_chunk);
+  if (!quiet && !prompt.empty()) {
+    std::fputs(prompt.c_str(), stdout);
+  }
+  auto result = generator.Generate(ids, params, [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputs("\n", stdout);
+  if (!result.ok()) Fail(result.status().ToString());
+  if (!quiet) {
+    const auto& s = result->stats;
+    // The first sampled token comes from the prefill; decode steps produce the rest.
+    const double decode_tokens = static_cast<double>(s.generated_tokens - 1);
+    std::fprintf(stderr,
+                 "[strata] finish: %s | prompt: %lld tokens in %.3f s (%.1f tokens/s) | "
+                 "generation: %lld tokens in %.3f s (%.1f tokens/s) | %d threads\n",
+                 std::string(strata::sampling::FinishReasonName(result->finish_reason)).c_str(),
+                 static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
+                 s.prefill_seconds > 0 ? s.prompt_tokens / s.prefill_seconds : 0.0,
+                 static_cast<long long>(s.generated_tokens), s.decode_seconds,
+                 s.decode_seconds > 0 ? decode_tokens / s.decode_seconds : 0.0,
+                 (*backend)->num_threads());
+  }
+  return 0;
+}

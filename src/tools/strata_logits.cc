@@ -1,0 +1,150 @@
+// strata-logits: runs Strata's CPU backend on given token ids, for the fidelity tests.
+//
+//   strata-logits MODEL.gguf --tokens "ID ID ..." [--mode logits|nll|greedy]
+//                 [--steps N] [--chunk N] [--threads N] [--kv-dtype f16|f32]
+//
+// logits: teacher forcing; writes [n_tokens, vocab] fp32 (little-endian) to stdout.
+// nll:    teacher forcing; writes [n_tokens - 1] fp32: log p(token[i+1] | tokens[..i]).
+// greedy: prefill then N greedy steps; prints the generated ids on one line.
+// Prompts are prefilled in chunks of --chunk tokens (default 256), which also exercises the
+// chunked path. Errors: one line on stderr, exit code 1.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/kv/block_pool.h"
+#include "strata/kv/block_table.h"
+#include "strata/model/gguf_file.h"
+
+namespace {
+
+using strata::backend::Batch;
+using strata::backend::SequenceSlice;
+using strata::backend::cpu::CpuBackend;
+using strata::backend::cpu::CpuBackendOptions;
+using strata::backend::cpu::KvDtype;
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::fprintf(stderr, "strata-logits: %s\n", message.c_str());
+  std::exit(1);
+}
+
+double LogSoftmaxAt(const float* row, int64_t n, int32_t index) {
+  float max = *std::max_element(row, row + n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i]) - max);
+  return static_cast<double>(row[index]) - max - std::log(sum);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2)
+    Fail("usage: strata-logits MODEL.gguf --tokens \"ID ...\" [--mode logits|nll|greedy]");
+  std::string model_path = argv[1];
+  std::string mode = "logits";
+  std::vector<int32_t> tokens;
+  int64_t steps = 16;
+  int64_t chunk = 256;
+  CpuBackendOptions options;
+  options.kv_budget_bytes = int64_t{1} << 30;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) Fail(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--tokens") {
+      std::istringstream in(next());
+      long long id;
+      while (in >> id) tokens.push_back(static_cast<int32_t>(id));
+    } else if (arg == "--mode") {
+      mode = next();
+    } else if (arg == "--steps") {
+      steps = std::atoll(next().c_str());
+    } else if (arg == "--chunk") {
+      chunk = std::max<int64_t>(1, std::atoll(next().c_str()));
+    } else if (arg == "--threads") {
+      options.num_threads = std::atoi(next().c_str());
+    } else if (arg == "--kv-dtype") {
+      std::string v = next();
+      if (v != "f16" && v != "f32") Fail("--kv-dtype must be f16 or f32");
+      options.kv_dtype = v == "f16" ? KvDtype::kF16 : KvDtype::kF32;
+    } else {
+      Fail("unknown argument " + arg);
+    }
+  }
+  if (tokens.empty()) Fail("--tokens is empty");
+  if (mode != "logits" && mode != "nll" && mode != "greedy") Fail("unknown --mode " + mode);
+
+  auto file = strata::model::GgufFile::Open(model_path);
+  if (!file.ok()) Fail(file.status().ToString());
+  auto backend = CpuBackend::Create(*file, options);
+  if (!backend.ok()) Fail(backend.status().ToString());
+  const int64_t vocab = (*backend)->config().vocab_size;
+  const auto geometry = (*backend)->kv_geometry();
+
+  strata::kv::BlockPool pool(geometry.num_blocks);
+  strata::kv::BlockTable table(geometry.block_size);
+  const int64_t total = static_cast<int64_t>(tokens.size()) + (mode == "greedy" ? steps : 0);
+  std::vector<strata::kv::BlockId> ids;
+  if (!pool.Allocate(table.BlocksNeeded(total), &ids)) Fail("the KV budget cannot hold the tokens");
+  table.Append(ids);
+
+  std::vector<float> logits;
+  std::vector<float> out;
+  int32_t last_argmax = -1;
+  for (int64_t start = 0; start < static_cast<int64_t>(tokens.size()); start += chunk) {
+    int64_t len = std::min<int64_t>(chunk, tokens.size() - start);
+    Batch batch;
+    SequenceSlice seq;
+    seq.tokens = std::span<const int32_t>(tokens.data() + start, len);
+    seq.start_pos = start;
+    seq.block_ids = table.blocks();
+    seq.all_logits = mode != "greedy";
+    batch.sequences.push_back(seq);
+    auto status = (*backend)->Forward(batch, &logits);
+    if (!status.ok()) Fail(status.ToString());
+    if (mode == "logits") {
+      std::fwrite(logits.data(), sizeof(float), logits.size(), stdout);
+    } else if (mode == "nll") {
+      for (int64_t i = 0; i < len; ++i) {
+        int64_t next = start + i + 1;
+        if (next >= static_cast<int64_t>(tokens.size())) break;
+        out.push_back(
+            static_cast<float>(LogSoftmaxAt(logits.data() + i * vocab, vocab, tokens[next])));
+      }
+    } else {
+      last_argmax = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + vocab) -
+                                         logits.begin());
+    }
+  }
+  if (mode == "nll") std::fwrite(out.data(), sizeof(float), out.size(), stdout);
+  if (mode == "greedy") {
+    std::vector<int32_t> generated;
+    int64_t pos = static_cast<int64_t>(tokens.size());
+    for (int64_t s = 0; s < steps; ++s) {
+      generated.push_back(last_argmax);
+      if (s + 1 == steps) break;
+      Batch batch;
+      SequenceSlice seq;
+      seq.tokens = std::span<const int32_t>(&generated.back(), 1);
+      seq.start_pos = pos++;
+      seq.block_ids = table.blocks();
+      batch.sequences.push_back(seq);
+      auto status = (*backend)->Forward(batch, &logits);
+      if (!status.ok()) Fail(status.ToString());
+      last_argmax = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + vocab) -
+                                         logits.begin());
+    }
+    for (size_t i = 0; i < generated.size(); ++i) std::printf(i ? " %d" : "%d", generated[i]);
+    std::printf("\n");
+  }
+  table.ReleaseAll(&pool);
+  return 0;
+}

@@ -26,10 +26,12 @@ StatusOr<float> ReadPositiveFloatOr(const GgufFile& file, const std::string& key
   if (file.Find(key) == nullptr) return fallback;
   auto v = file.GetFloat(key);
   if (!v.ok()) return v.status();
-  if (!std::isfinite(*v) || *v <= 0) {
+  // Checked after the conversion: a float64 beyond fp32's range would become inf or 0.
+  const float f = static_cast<float>(*v);
+  if (!std::isfinite(f) || !(f > 0)) {
     return InvalidArgumentError("metadata key '" + key + "' must be a positive finite number");
   }
-  return static_cast<float>(*v);
+  return f;
 }
 
 }  // namespace
@@ -73,6 +75,14 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     return InvalidArgumentError("attention.head_count (" + std::to_string(c.n_heads) +
                                 ") must be a multiple of attention.head_count_kv (" +
                                 std::to_string(c.n_kv_heads) + ")");
+  }
+  // Without key_length a head is n_embd / n_heads wide, which must then be a whole (and so
+  // non-zero) number rather than a silent truncation.
+  if (file.Find(p + "attention.key_length") == nullptr && c.n_embd % c.n_heads != 0) {
+    return InvalidArgumentError(p + "embedding_length (" + std::to_string(c.n_embd) +
+                                ") must be a multiple of " + p + "attention.head_count (" +
+                                std::to_string(c.n_heads) + ") when " + p +
+                                "attention.key_length is absent");
   }
   STRATA_ASSIGN_OR_RETURN(
       c.head_dim_k, ReadCountOr(file, p + "attention.key_length", 4096, c.n_embd / c.n_heads));
@@ -124,6 +134,13 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     STRATA_ASSIGN_OR_RETURN(c.rope_base_swa,
                             ReadPositiveFloatOr(file, p + "rope.freq_base_swa", 10000.0f));
     c.rope_freq_scale_swa = 1.0f;
+    // The scale is 1/sqrt(query_pre_attn_scalar), which GGUF converters do not store. It is
+    // head_dim for every Gemma 3 size but the 27B one (62 layers), where it is n_embd / n_head
+    // (168, against a head_dim of 128); llama.cpp special-cases that size the same way. A file
+    // that states attention.scale wins.
+    if (c.n_layers == 62 && c.n_embd % c.n_heads == 0) {
+      c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_heads));
+    }
     if (file.Find(p + "attention.scale") != nullptr) {
       STRATA_ASSIGN_OR_RETURN(c.attention_scale,
                               ReadPositiveFloatOr(file, p + "attention.scale", 1.0f));

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <span>
 #include <string>
@@ -182,6 +184,180 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(model::GgmlTypeName(std::get<0>(info.param))) + "_" +
              std::get<1>(info.param);
     });
+
+// ---- Path boundaries and agreement between kernel families -----------------------------------
+
+// y = W x in double, with sum |x * w| per element: the scale of the fp32 error bound.
+struct Reference {
+  std::vector<double> y;      // [tokens, rows]
+  std::vector<double> scale;  // [tokens, rows]
+};
+
+Reference ReferenceProduct(const std::vector<float>& wf, const float* x, int64_t rows, int64_t cols,
+                           int64_t tokens) {
+  Reference ref{std::vector<double>(tokens * rows), std::vector<double>(tokens * rows)};
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      double scale = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(x[t * cols + c]) * wf[r * cols + c];
+        sum += p;
+        scale += std::fabs(p);
+      }
+      ref.y[t * rows + r] = sum;
+      ref.scale[t * rows + r] = scale;
+    }
+  }
+  return ref;
+}
+
+// Worst |a - b| / scale over all elements, with its place, for failure messages.
+struct Deviation {
+  double ratio = 0;
+  int64_t t = 0, r = 0;
+  double a = 0, b = 0;
+};
+
+Deviation WorstDeviation(const std::vector<float>& a, const std::vector<double>& b,
+                         const std::vector<double>& scale, int64_t rows) {
+  Deviation worst;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double ratio = std::isfinite(a[i]) ? std::fabs(a[i] - b[i]) / scale[i] : INFINITY;
+    if (!(ratio <= worst.ratio)) {
+      worst = {ratio, static_cast<int64_t>(i) / rows, static_cast<int64_t>(i) % rows, a[i], b[i]};
+    }
+  }
+  return worst;
+}
+
+std::ostream& operator<<(std::ostream& os, const Deviation& d) {
+  return os << "worst y[t=" << d.t << ", r=" << d.r << "] = " << d.a << " vs " << d.b << " (error "
+            << d.ratio << " of sum|x*w|)";
+}
+
+// Widths past one dequantized slice (1024 columns) that end in a partial slice, so the
+// accumulate-over-slices step and its remainder both run.
+std::vector<int64_t> WideColsFor(GgmlType type) {
+  const int64_t bs = model::TraitsOf(type).block_size;
+  if (bs == 1) return {1024 + 33};
+  if (bs == 32) return {1024 + 96};
+  return {1024 + 256, 2048 + 256};
+}
+
+// The SIMD families only: each is compared with the scalar family on the same inputs.
+class MatMulSimdTest : public testing::TestWithParam<std::tuple<GgmlType, std::string>> {
+ protected:
+  void SetUp() override {
+    if (!SetMatMulIsa(std::get<1>(GetParam()))) {
+      GTEST_SKIP() << "this CPU has no " << std::get<1>(GetParam());
+    }
+  }
+  void TearDown() override { SetMatMulForceScalar(false); }
+};
+
+// Token counts on both sides of every switch in MatMul: the fused kernels (up to 2 tokens on
+// AVX2, 4 on AVX-512), the few-token tile height (up to 4), the micro-kernel's token blocks (4
+// and 6), and enough tokens to be split across the pool (2 x 24 and more) with odd remainders;
+// rows on both sides of the 16-row fused unit and the 64-row tile.
+TEST_P(MatMulSimdTest, AgreesWithScalarFamilyAndReferenceAcrossPathBoundaries) {
+  const GgmlType type = std::get<0>(GetParam());
+  const std::string isa = std::get<1>(GetParam());
+  ThreadPool pool(3);
+  std::mt19937 rng(static_cast<uint32_t>(type) * 104729 + 7);
+  std::vector<int64_t> cols_list = ColsFor(type);
+  for (int64_t wide : WideColsFor(type)) cols_list.push_back(wide);
+  for (int64_t cols : cols_list) {
+    for (int64_t rows : {1, 17, 67}) {
+      const std::vector<uint8_t> wq = RandomWeights(type, rows, cols, rng);
+      std::vector<float> wf(rows * cols);
+      ASSERT_TRUE(model::Dequantize(type, wq, rows * cols, wf.data()).ok());
+      const WeightMatrix w{type, wq.data(), rows, cols};
+      for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 25, 49, 100}) {
+        const std::vector<float> x = RandomActivations(tokens * cols, rng);
+        std::vector<float> y_simd(tokens * rows, std::nanf(""));
+        std::vector<float> y_scalar(tokens * rows, std::nanf(""));
+        ASSERT_TRUE(SetMatMulIsa(isa));
+        MatMul(w, x.data(), tokens, y_simd.data(), &pool);
+        ASSERT_TRUE(SetMatMulIsa("scalar"));
+        MatMul(w, x.data(), tokens, y_scalar.data(), &pool);
+        const Reference ref = ReferenceProduct(wf, x.data(), rows, cols, tokens);
+        const double tol = Fp32Tolerance(cols);
+        const std::string where = std::string(model::GgmlTypeName(type)) + " [" +
+                                  std::to_string(rows) + " x " + std::to_string(cols) + "] x " +
+                                  std::to_string(tokens) + " tokens: ";
+        ASSERT_LE(WorstDeviation(y_simd, ref.y, ref.scale, rows).ratio, tol)
+            << where << isa << " vs float64: " << WorstDeviation(y_simd, ref.y, ref.scale, rows);
+        ASSERT_LE(WorstDeviation(y_scalar, ref.y, ref.scale, rows).ratio, tol)
+            << where << "scalar vs float64: " << WorstDeviation(y_scalar, ref.y, ref.scale, rows);
+        // Both within tol of the reference, hence within 2 tol of each other; checked directly
+        // so a failure shows the pair.
+        const std::vector<double> scalar_as_double(y_scalar.begin(), y_scalar.end());
+        ASSERT_LE(WorstDeviation(y_simd, scalar_as_double, ref.scale, rows).ratio, 2 * tol)
+            << where << isa
+            << " vs scalar: " << WorstDeviation(y_simd, scalar_as_double, ref.scale, rows);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, MatMulSimdTest,
+    testing::Combine(testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
+                                     GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                     GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K,
+                                     GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                     GgmlType::kQ6_K),
+                     testing::Values("avx512", "avx2")),
+    [](const testing::TestParamInfo<MatMulSimdTest::ParamType>& info) {
+      return std::string(model::GgmlTypeName(std::get<0>(info.param))) + "_" +
+             std::get<1>(info.param);
+    });
+
+// 64-byte aligned activations with cols a multiple of 16 are used in place (no repacking); the
+// weights need no alignment (4 bytes for F32). Both are exercised on purpose here; the sweeps
+// above use std::vector buffers, whose activations are repacked unless the allocator happens to
+// return a 64-byte boundary, and whose weights are always aligned.
+TEST_P(MatMulTest, HandlesAlignedActivationsInPlaceAndUnalignedWeights) {
+  const GgmlType type = std::get<0>(GetParam());
+  const int64_t bs = model::TraitsOf(type).block_size;
+  const std::vector<int64_t> cols_list =
+      bs == 1 ? std::vector<int64_t>{16, 1040}
+              : (bs == 32 ? std::vector<int64_t>{64, 1056} : std::vector<int64_t>{256, 1280});
+  const size_t weight_offset = type == GgmlType::kF32 ? 4 : 1;
+  ThreadPool pool(2);
+  std::mt19937 rng(static_cast<uint32_t>(type) * 31337 + 3);
+  for (int64_t cols : cols_list) {
+    for (int64_t rows : {3, 70}) {
+      const std::vector<uint8_t> wq = RandomWeights(type, rows, cols, rng);
+      std::vector<float> wf(rows * cols);
+      ASSERT_TRUE(model::Dequantize(type, wq, rows * cols, wf.data()).ok());
+      // The same bytes, starting `weight_offset` bytes past a 64-byte boundary.
+      std::vector<uint8_t> storage(wq.size() + 64 + weight_offset);
+      uint8_t* base = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64);
+      uint8_t* shifted = base + weight_offset;
+      std::memcpy(shifted, wq.data(), wq.size());
+      const WeightMatrix w{type, shifted, rows, cols};
+      for (int64_t tokens : {1, 2, 4, 5, 17}) {
+        const std::vector<float> xv = RandomActivations(tokens * cols, rng);
+        std::vector<float> x_storage(tokens * cols + 16);
+        float* x = x_storage.data() +
+                   (64 - reinterpret_cast<uintptr_t>(x_storage.data()) % 64) % 64 / sizeof(float);
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(x) % 64, 0u);
+        std::memcpy(x, xv.data(), xv.size() * sizeof(float));
+        std::vector<float> y(tokens * rows, std::nanf(""));
+        MatMul(w, x, tokens, y.data(), &pool);
+        const Reference ref = ReferenceProduct(wf, x, rows, cols, tokens);
+        const Deviation worst = WorstDeviation(y, ref.y, ref.scale, rows);
+        ASSERT_LE(worst.ratio, Fp32Tolerance(cols))
+            << model::GgmlTypeName(type) << " [" << rows << " x " << cols << "] x " << tokens
+            << " tokens (" << MatMulIsa() << "): " << worst;
+        // The activations are read, never written.
+        ASSERT_EQ(0, std::memcmp(x, xv.data(), xv.size() * sizeof(float)));
+      }
+    }
+  }
+}
 
 TEST(MatMul, SupportsExactlyTheListedTypes) {
   for (GgmlType type :

@@ -29,6 +29,7 @@ void RopeNorm(float* x, int64_t n_heads, int64_t head_dim, int64_t rope_dim, con
 // (llama.cpp evaluates it through an fp16 table; we keep the exact function.)
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 // out[i] = silu(gate[i]) * up[i]: SwiGLU.
+// Both may write in place: out may be gate or up (the CPU backend writes over gate).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 
 // x[i] += y[i].

@@ -1,0 +1,48 @@
+// AdaptiveBudget: picks the per-step token budget from load and an inter-token latency target
+// (`--batching adaptive --target-itl-ms`).
+//
+// Every step that carried decodes is an inter-token gap for each decoding sequence, so its
+// duration is what clients see between tokens. The controller is additive-increase /
+// multiplicative-decrease (the TCP congestion rule, Chiu & Jain 1989) on that signal:
+//   - step time above the target: budget *= decrease (the batch is too big for the target);
+//   - step time below `headroom` x target while work waits (queued requests, or prefill
+//     tokens left over because the budget ran out): budget += increase;
+//   - otherwise it holds.
+// The budget stays within [min_budget, max_budget]; min_budget should cover one token per
+// running sequence so decodes never starve. Steps without decodes (pure prefill) give no ITL
+// sample and leave the budget alone.
+//
+// Thread rules: engine thread only. Deterministic: the same observations give the same budgets.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::engine {
+
+struct AdaptiveBudgetOptions {
+  double target_itl_seconds = 0.1;
+  int64_t min_budget = 16;
+  int64_t max_budget = 8192;
+  int64_t initial_budget = 256;
+  int64_t increase = 32;   // tokens added per step with headroom
+  double decrease = 0.75;  // factor applied per step over the target
+  double headroom = 0.8;   // grow only below this fraction of the target
+};
+
+class AdaptiveBudget {
+ public:
+  explicit AdaptiveBudget(const AdaptiveBudgetOptions& options);
+
+  // Reports one finished step: its wall time, whether it carried at least one decode, and
+  // whether work was left waiting (queued requests or unscheduled prompt tokens). Returns the
+  // budget for the next step.
+  int64_t Observe(double step_seconds, bool had_decodes, bool work_waiting);
+
+  int64_t budget() const { return budget_; }
+
+ private:
+  AdaptiveBudgetOptions options_;
+  int64_t budget_;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,69 @@
+// RequestStream: one request's output as it is produced, from the engine thread to whoever
+// consumes it (a gRPC handler, the CLI, a test).
+//
+// The engine pushes chunks (new token ids and the text they made safe to show); the last chunk
+// carries the finish reason, and an error status when the engine failed the request. Chunks
+// are never merged or dropped: the consumer sees every token exactly once, in order.
+//
+// Thread rules: Push/Close from the engine thread only; Next/TryNext from one consumer thread
+// at a time; id()/finished() from any thread. Shared by both sides through a shared_ptr: the
+// engine keeps pushing (into a buffer nobody reads) if the consumer drops its end; a consumer
+// that no longer wants the output calls Engine::Cancel.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/common/status.h"
+#include "strata/engine/request.h"
+#include "strata/sampling/finish_reason.h"
+
+namespace strata::engine {
+
+struct StreamChunk {
+  std::vector<int32_t> token_ids;  // tokens generated since the previous chunk
+  std::string text;                // text they made safe to show (may be "")
+  // Set on the last chunk only.
+  std::optional<sampling::FinishReason> finish_reason;
+  Status error;  // not OK only on a last chunk with kError
+  // Timing, for metrics: when the engine pushed the chunk.
+  std::chrono::steady_clock::time_point time;
+};
+
+class RequestStream {
+ public:
+  explicit RequestStream(RequestId id) : id_(id) {}
+
+  RequestId id() const { return id_; }
+
+  // Engine side. Push after the last chunk (one with finish_reason) is a programmer error.
+  void Push(StreamChunk chunk);
+
+  // Consumer side: waits for the next chunk and moves it to *out. Returns false (and leaves
+  // *out alone) once the last chunk has been taken, or when `timeout` passes first (then
+  // timed_out() says so). A zero timeout polls.
+  bool Next(StreamChunk* out,
+            std::chrono::steady_clock::duration timeout = std::chrono::hours(24 * 365));
+
+  // True once the engine pushed the last chunk (it may not have been taken yet).
+  bool finished() const;
+  // True when the latest Next returned false because of its timeout.
+  bool timed_out() const;
+
+ private:
+  const RequestId id_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<StreamChunk> chunks_;
+  bool finished_ = false;  // the last chunk was pushed
+  bool drained_ = false;   // ... and taken
+  bool timed_out_ = false;
+};
+
+}  // namespace strata::engine

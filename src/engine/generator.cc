@@ -63,7 +63,10 @@ StatusOr<GenerationResult> Generator::Generate(
   for (int64_t pos = 0; pos < static_cast<int64_t>(prompt.size()); pos += prefill_chunk_) {
     const int64_t len = std::min<int64_t>(prefill_chunk_, prompt.size() - pos);
     backend::Batch batch;
-    batch.sequences.push_back({prompt.subspan(pos, len), pos, table.blocks(), false});
+    // Only the last chunk's logits are sampled from.
+    const bool last = pos + len == static_cast<int64_t>(prompt.size());
+    batch.sequences.push_back({prompt.subspan(pos, len), pos, table.blocks(),
+                               last ? backend::LogitsWanted::kLast : backend::LogitsWanted::kNone});
     STRATA_RETURN_IF_ERROR(backend_->Forward(batch, &logits));
   }
   result.stats.prefill_seconds = SecondsSince(start);
@@ -84,7 +87,7 @@ StatusOr<GenerationResult> Generator::Generate(
     }
     backend::Batch batch;
     batch.sequences.push_back(
-        {std::span<const int32_t>(&result.tokens.back(), 1), pos, table.blocks(), false});
+        {std::span<const int32_t>(&result.tokens.back(), 1), pos, table.blocks()});
     STRATA_RETURN_IF_ERROR(backend_->Forward(batch, &logits));
     ++pos;
   }

@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
     seq.tokens = std::span<const int32_t>(tokens.data() + start, len);
     seq.start_pos = start;
     seq.block_ids = table.blocks();
-    seq.all_logits = mode != "greedy";
+    seq.logits = mode != "greedy" ? strata::backend::LogitsWanted::kAll
+                                  : strata::backend::LogitsWanted::kLast;
     batch.sequences.push_back(seq);
     auto status = (*backend)->Forward(batch, &logits);
     if (!status.ok()) Fail(status.ToString());

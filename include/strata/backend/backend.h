@@ -15,6 +15,13 @@
 
 namespace strata::backend {
 
+// Which logits rows a sequence's slice asks for.
+enum class LogitsWanted {
+  kLast,  // the last token's (the next token is sampled from it)
+  kAll,   // every token's (teacher forcing, perplexity, speculative verification)
+  kNone,  // none (a prompt chunk that does not reach the end of the prompt)
+};
+
 // One sequence's part of a batch: `tokens` at positions [start_pos, start_pos + tokens.size()).
 // Its KV for positions < start_pos is already in `block_ids`, which must also have room for
 // the new tokens (ceil((start_pos + n) / block_size) blocks).
@@ -22,7 +29,7 @@ struct SequenceSlice {
   std::span<const int32_t> tokens;
   int64_t start_pos = 0;
   std::span<const kv::BlockId> block_ids;
-  bool all_logits = false;  // true: logits for every token; false: for the last one only
+  LogitsWanted logits = LogitsWanted::kLast;
 };
 
 struct Batch {
@@ -40,8 +47,8 @@ class Backend {
   virtual ~Backend() = default;
 
   // Runs the batch: writes every new token's K/V into its sequence's blocks and returns the
-  // logits rows in batch order — tokens.size() rows for an all_logits sequence, one row
-  // otherwise — as [rows, vocab_size] fp32 in *logits (resized). INVALID_ARGUMENT for a
+  // logits rows in batch order — tokens.size() rows for a kAll sequence, one for kLast, none
+  // for kNone — as [rows, vocab_size] fp32 in *logits (resized). INVALID_ARGUMENT for a
   // malformed batch (token ids outside the vocab, too few blocks, positions beyond the
   // context).
   virtual Status Forward(const Batch& batch, std::vector<float>* logits) = 0;

@@ -22,6 +22,19 @@ void ForRange(ThreadPool* pool, int64_t n, Fn&& fn) {
   pool->ParallelFor(n, [&](int64_t begin, int64_t end) { fn(begin, end); });
 }
 
+// Logits rows a slice asks for.
+int64_t RowsWanted(const SequenceSlice& seq) {
+  switch (seq.logits) {
+    case LogitsWanted::kAll:
+      return static_cast<int64_t>(seq.tokens.size());
+    case LogitsWanted::kLast:
+      return 1;
+    case LogitsWanted::kNone:
+      return 0;
+  }
+  return 1;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::GgufFile& file,
@@ -144,7 +157,7 @@ Status CpuBackend::Forward(const Batch& batch, std::vector<float>* logits) {
   int64_t n_rows = 0;
   for (const SequenceSlice& seq : batch.sequences) {
     n += static_cast<int64_t>(seq.tokens.size());
-    n_rows += seq.all_logits ? static_cast<int64_t>(seq.tokens.size()) : 1;
+    n_rows += RowsWanted(seq);
   }
   x_.resize(n * c.n_embd);
   h_.resize(std::max(n, n_rows) * c.n_embd);
@@ -183,7 +196,7 @@ Status CpuBackend::Forward(const Batch& batch, std::vector<float>* logits) {
   t = 0;
   for (const SequenceSlice& seq : batch.sequences) {
     const int64_t len = static_cast<int64_t>(seq.tokens.size());
-    const int64_t first = seq.all_logits ? t : t + len - 1;
+    const int64_t first = t + len - RowsWanted(seq);
     for (int64_t i = first; i < t + len; ++i) {
       RmsNorm(x_.data() + i * c.n_embd, weights_.output_norm.data(), c.n_embd, c.rms_eps,
               h_.data() + row * c.n_embd);
@@ -192,6 +205,7 @@ Status CpuBackend::Forward(const Batch& batch, std::vector<float>* logits) {
     t += len;
   }
   logits->resize(n_rows * c.vocab_size);
+  if (n_rows == 0) return OkStatus();
   MatMul(weights_.output, h_.data(), n_rows, logits->data());
   if (c.final_logit_softcap > 0) {
     SoftCapInPlace(logits->data(), c.final_logit_softcap, n_rows * c.vocab_size);

@@ -1,0 +1,311 @@
+// strata-bench-generate: single-stream prefill and decode speed of Strata's CPU backend, measured
+// the way llama.cpp's llama-bench measures them, so the two can be compared on one GGUF file.
+//
+//   strata-bench-generate --model MODEL.gguf [--threads N] [-p N] [-n N] [-d D] [--reps R]
+//                         [--kv-budget-bytes B] [--kv-dtype f16|f32] [--prefill-chunk N]
+//                         [--seed S] [--no-warmup]
+//
+// Tests (each repetition starts a new sequence on fresh KV blocks at position 0):
+//   ppN     the forward passes over an N-token prompt, until the logits of its last token are
+//           available (llama-bench -p N).
+//   tgN@dD  after an untimed D-token prompt, N greedy decode steps, each a single-token forward
+//           plus an argmax over the vocab; end-of-generation tokens are ignored (llama-bench
+//           -n N -d D; llama-bench feeds random tokens instead of the argmax).
+// Prompt tokens are pseudo-random ids of normal text tokens (tokenizer.ggml.token_type == 1;
+// every id when the file has no types) from a fixed seed, after BOS when the vocab adds one,
+// as llama-bench fills its prompts with random ids. Before the timed repetitions one untimed
+// run of each test warms caches and pages in the weights (llama-bench's warmup; --no-warmup
+// skips it).
+//
+// Output: one JSON object per test per line on stdout:
+//   {"test":"pp512","tokens":512,"threads":2,"seconds":[...],"tokens_per_s_median":...}
+// "seconds" holds each repetition's wall time; the median is over per-repetition tokens/s.
+// Errors: one line on stderr, exit code 1.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/kv/block_pool.h"
+#include "strata/kv/block_table.h"
+#include "strata/model/gguf_file.h"
+
+namespace {
+
+using strata::backend::Batch;
+using strata::backend::SequenceSlice;
+using strata::backend::cpu::CpuBackend;
+using strata::backend::cpu::CpuBackendOptions;
+using strata::backend::cpu::KvDtype;
+
+constexpr char kUsage[] =
+    "usage: strata-bench-generate --model MODEL.gguf [flags]\n"
+    "  --threads N              CPU threads (default: one per core)\n"
+    "  -p N                     prefill test: an N-token prompt (default 512, 0: skip)\n"
+    "  -n N                     decode test: N greedy steps (default 128, 0: skip)\n"
+    "  -d D                     decode test: after a D-token prompt (default 0)\n"
+    "  --reps R                 timed repetitions of each test (default 5)\n"
+    "  --kv-budget-bytes B      KV cache memory (default 268435456)\n"
+    "  --kv-dtype f16|f32       KV cache storage type (default f16)\n"
+    "  --prefill-chunk N        prompt tokens per forward pass (default 512)\n"
+    "  --seed S                 seed of the random prompt tokens (default 42)\n"
+    "  --no-warmup              skip the untimed warmup run of each test\n";
+
+constexpr char kToolName[] = "strata-bench-generate";
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", kToolName, message.c_str());
+  std::exit(1);
+}
+
+int64_t ParseInt(const std::string& flag, const char* value, int64_t min) {
+  char* end = nullptr;
+  const long long v = std::strtoll(value, &end, 10);
+  if (end == value || *end != '\0') Fail(flag + " expects an integer, got '" + value + "'");
+  if (v < min) Fail(flag + " must be at least " + std::to_string(min) + ", got " + value);
+  return v;
+}
+
+// Prompt ids: BOS (when the vocab adds one) followed by uniform draws from the normal tokens.
+class PromptSource {
+ public:
+  static PromptSource FromGguf(const strata::model::GgufFile& file, int64_t vocab_size,
+                               uint64_t seed) {
+    PromptSource source(seed);
+    auto types = file.GetArray("tokenizer.ggml.token_type");
+    if (types.ok() && static_cast<int64_t>((*types)->array_size()) == vocab_size) {
+      constexpr int64_t kNormalTokenType = 1;  // llama_token_type LLAMA_TOKEN_TYPE_NORMAL
+      for (int64_t id = 0; id < vocab_size; ++id) {
+        if ((*types)->ArrayInt(static_cast<uint64_t>(id)) == kNormalTokenType) {
+          source.ids_.push_back(static_cast<int32_t>(id));
+        }
+      }
+    }
+    if (source.ids_.empty()) {
+      for (int64_t id = 0; id < vocab_size; ++id) source.ids_.push_back(static_cast<int32_t>(id));
+    }
+    auto add_bos = file.GetBool("tokenizer.ggml.add_bos_token");
+    auto bos = file.GetUint("tokenizer.ggml.bos_token_id");
+    if (add_bos.ok() && *add_bos && bos.ok() && *bos < static_cast<uint64_t>(vocab_size)) {
+      source.bos_ = static_cast<int32_t>(*bos);
+    }
+    return source;
+  }
+
+  std::vector<int32_t> Prompt(int64_t n) {
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    std::uniform_int_distribution<size_t> pick(0, ids_.size() - 1);
+    for (int64_t i = 0; i < n; ++i) tokens[i] = i == 0 && bos_ >= 0 ? bos_ : ids_[pick(rng_)];
+    return tokens;
+  }
+
+  // The token a decode test starts from when it has no prompt (llama-bench: BOS or random).
+  int32_t First() { return bos_ >= 0 ? bos_ : Prompt(1)[0]; }
+
+ private:
+  explicit PromptSource(uint64_t seed) : rng_(seed) {}
+
+  std::mt19937_64 rng_;
+  std::vector<int32_t> ids_;
+  int32_t bos_ = -1;
+};
+
+// One sequence on fresh KV blocks: allocated for `total_tokens` at construction, released at
+// destruction.
+class FreshSequence {
+ public:
+  FreshSequence(const strata::backend::KvGeometry& geometry, int64_t total_tokens)
+      : pool_(geometry.num_blocks), table_(geometry.block_size) {
+    std::vector<strata::kv::BlockId> ids;
+    if (!pool_.Allocate(table_.BlocksNeeded(total_tokens), &ids)) {
+      Fail("the KV budget holds " +
+           std::to_string(int64_t{geometry.num_blocks} * geometry.block_size) +
+           " tokens; a test needs " + std::to_string(total_tokens) + " (raise --kv-budget-bytes)");
+    }
+    table_.Append(ids);
+  }
+  ~FreshSequence() { table_.ReleaseAll(&pool_); }
+  FreshSequence(const FreshSequence&) = delete;
+  FreshSequence& operator=(const FreshSequence&) = delete;
+
+  std::span<const strata::kv::BlockId> blocks() const { return table_.blocks(); }
+
+ private:
+  strata::kv::BlockPool pool_;
+  strata::kv::BlockTable table_;
+};
+
+class Runner {
+ public:
+  Runner(CpuBackend* backend, int64_t prefill_chunk)
+      : backend_(backend), prefill_chunk_(prefill_chunk) {}
+
+  // Forwards `tokens` at positions [start, start + size) in chunks; the logits of the last token
+  // end up in logits_.
+  void Prefill(std::span<const int32_t> tokens, int64_t start, const FreshSequence& seq) {
+    for (int64_t done = 0; done < static_cast<int64_t>(tokens.size()); done += prefill_chunk_) {
+      const int64_t len = std::min<int64_t>(prefill_chunk_, tokens.size() - done);
+      Forward(tokens.subspan(done, len), start + done, seq);
+    }
+  }
+
+  void Forward(std::span<const int32_t> tokens, int64_t start, const FreshSequence& seq) {
+    Batch batch;
+    SequenceSlice slice;
+    slice.tokens = tokens;
+    slice.start_pos = start;
+    slice.block_ids = seq.blocks();
+    batch.sequences.push_back(slice);
+    const strata::Status status = backend_->Forward(batch, &logits_);
+    if (!status.ok()) Fail(status.ToString());
+  }
+
+  int32_t Argmax() const {
+    const int64_t vocab = backend_->config().vocab_size;
+    return static_cast<int32_t>(std::max_element(logits_.begin(), logits_.begin() + vocab) -
+                                logits_.begin());
+  }
+
+ private:
+  CpuBackend* backend_;
+  int64_t prefill_chunk_;
+  std::vector<float> logits_;
+};
+
+double Seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void PrintResult(const std::string& test, int64_t tokens, int threads,
+                 const std::vector<double>& seconds) {
+  std::vector<double> rates;
+  for (double s : seconds) rates.push_back(s > 0 ? static_cast<double>(tokens) / s : 0.0);
+  std::sort(rates.begin(), rates.end());
+  const size_t m = rates.size() / 2;
+  const double median = rates.size() % 2 ? rates[m] : (rates[m - 1] + rates[m]) / 2;
+  std::string list;
+  for (double s : seconds) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%s%.9g", list.empty() ? "" : ",", s);
+    list += buf;
+  }
+  std::printf(
+      "{\"test\":\"%s\",\"tokens\":%lld,\"threads\":%d,\"seconds\":[%s],"
+      "\"tokens_per_s_median\":%.6g}\n",
+      test.c_str(), static_cast<long long>(tokens), threads, list.c_str(), median);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path;
+  int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, prefill_chunk = 512;
+  uint64_t seed = 42;
+  bool warmup = true;
+  CpuBackendOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (flag == "--no-warmup") {
+      warmup = false;
+      continue;
+    }
+    if (i + 1 >= argc) Fail(flag + " needs a value (see --help)");
+    const char* v = argv[++i];
+    if (flag == "--model") {
+      model_path = v;
+    } else if (flag == "--threads") {
+      options.num_threads = static_cast<int>(ParseInt(flag, v, 0));
+    } else if (flag == "-p") {
+      n_prompt = ParseInt(flag, v, 0);
+    } else if (flag == "-n") {
+      n_gen = ParseInt(flag, v, 0);
+    } else if (flag == "-d") {
+      depth = ParseInt(flag, v, 0);
+    } else if (flag == "--reps") {
+      reps = ParseInt(flag, v, 1);
+    } else if (flag == "--kv-budget-bytes") {
+      options.kv_budget_bytes = ParseInt(flag, v, 1);
+    } else if (flag == "--prefill-chunk") {
+      prefill_chunk = ParseInt(flag, v, 1);
+    } else if (flag == "--seed") {
+      seed = static_cast<uint64_t>(ParseInt(flag, v, 0));
+    } else if (flag == "--kv-dtype") {
+      if (std::strcmp(v, "f16") != 0 && std::strcmp(v, "f32") != 0) {
+        Fail(std::string("--kv-dtype must be f16 or f32, got '") + v + "'");
+      }
+      options.kv_dtype = std::strcmp(v, "f16") == 0 ? KvDtype::kF16 : KvDtype::kF32;
+    } else {
+      Fail("unknown flag " + flag + " (see --help)");
+    }
+  }
+  if (model_path.empty()) Fail("--model is required (see --help)");
+  if (n_prompt == 0 && n_gen == 0) Fail("-p and -n are both 0: nothing to measure");
+
+  auto file = strata::model::GgufFile::Open(model_path);
+  if (!file.ok()) Fail(file.status().ToString());
+  auto created = CpuBackend::Create(*file, options);
+  if (!created.ok()) Fail(created.status().ToString());
+  CpuBackend* backend = created->get();
+  const int64_t context = backend->config().context_length;
+  if (std::max(n_prompt, depth + n_gen) > context) {
+    Fail("-p and -d + -n must be at most the context length " + std::to_string(context));
+  }
+  const strata::backend::KvGeometry geometry = backend->kv_geometry();
+  PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
+  Runner runner(backend, prefill_chunk);
+  const int threads = backend->num_threads();
+
+  if (n_prompt > 0) {
+    std::vector<double> seconds;
+    for (int64_t rep = warmup ? -1 : 0; rep < reps; ++rep) {
+      const std::vector<int32_t> prompt = source.Prompt(n_prompt);
+      FreshSequence seq(geometry, n_prompt);
+      const auto start = std::chrono::steady_clock::now();
+      runner.Prefill(prompt, 0, seq);
+      if (rep >= 0) seconds.push_back(Seconds(start));
+    }
+    PrintResult("pp" + std::to_string(n_prompt), n_prompt, threads, seconds);
+  }
+
+  if (n_gen > 0) {
+    if (warmup) {
+      // As llama-bench: one decode step on an empty sequence.
+      FreshSequence seq(geometry, 1);
+      const int32_t token = source.First();
+      runner.Forward(std::span<const int32_t>(&token, 1), 0, seq);
+    }
+    std::vector<double> seconds;
+    for (int64_t rep = 0; rep < reps; ++rep) {
+      FreshSequence seq(geometry, depth + n_gen);
+      int32_t token = source.First();
+      if (depth > 0) {
+        const std::vector<int32_t> prompt = source.Prompt(depth);
+        runner.Prefill(prompt, 0, seq);
+        token = runner.Argmax();
+      }
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t step = 0; step < n_gen; ++step) {
+        runner.Forward(std::span<const int32_t>(&token, 1), depth + step, seq);
+        token = runner.Argmax();
+      }
+      seconds.push_back(Seconds(start));
+    }
+    std::string name = "tg" + std::to_string(n_gen);
+    if (depth > 0) name += "@d" + std::to_string(depth);
+    PrintResult(name, n_gen, threads, seconds);
+  }
+  return 0;
+}

@@ -1,0 +1,265 @@
+#include "strata/engine/scheduler.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "strata/common/check.h"
+
+namespace strata::engine {
+
+Status SchedulerConfig::Validate() const {
+  if (max_batched_tokens < 1) {
+    return InvalidArgumentError("max_batched_tokens must be at least 1, got " +
+                                std::to_string(max_batched_tokens));
+  }
+  if (max_batch_size < 1) {
+    return InvalidArgumentError("max_batch_size must be at least 1, got " +
+                                std::to_string(max_batch_size));
+  }
+  if (!(watermark >= 0.0 && watermark < 1.0)) {
+    return InvalidArgumentError("watermark must be in [0, 1), got " + std::to_string(watermark));
+  }
+  if (max_model_len < 1) {
+    return InvalidArgumentError("max_model_len must be set to the model's context (>= 1), got " +
+                                std::to_string(max_model_len));
+  }
+  if (long_prefill_chunk < 0) {
+    return InvalidArgumentError("long_prefill_chunk must be 0 (no cap) or positive, got " +
+                                std::to_string(long_prefill_chunk));
+  }
+  return OkStatus();
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv)
+    : config_(config), kv_(kv), budget_(config.max_batched_tokens) {
+  STRATA_CHECK(kv_ != nullptr);
+  STRATA_CHECK(config_.Validate().ok());
+  // vLLM's rule: int(watermark * num_blocks).
+  watermark_blocks_ = static_cast<int32_t>(config_.watermark * kv_->num_blocks());
+}
+
+Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  STRATA_CHECK(seq != nullptr);
+  STRATA_CHECK(seq->status == SequenceStatus::kWaiting && seq->num_computed_tokens == 0);
+  STRATA_CHECK(seq->prompt_len == seq->num_tokens());
+  STRATA_CHECK(!sequences_.contains(seq->id) && !kv_->IsLive(seq->id));
+
+  const int64_t prompt_len = seq->prompt_len;
+  const int64_t max_tokens = seq->max_tokens;
+  if (prompt_len == 0) return InvalidArgumentError("the prompt must not be empty");
+  if (max_tokens < 1) {
+    return InvalidArgumentError("max_tokens must be at least 1, got " + std::to_string(max_tokens));
+  }
+  // Written so that no sum overflows whatever max_tokens is.
+  if (max_tokens > config_.max_model_len - prompt_len) {
+    return InvalidArgumentError(
+        "prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
+        std::to_string(max_tokens) + ") exceed the model's context of " +
+        std::to_string(config_.max_model_len) + " tokens; shorten the prompt or lower max_tokens");
+  }
+  // The last generated token is never run through a forward, so its KV is never written.
+  const int64_t kv_tokens = prompt_len + max_tokens - 1;
+  const int64_t block_size = kv_->block_size();
+  const int64_t blocks = (kv_tokens + block_size - 1) / block_size;
+  if (blocks > kv_->num_blocks()) {
+    return InvalidArgumentError(
+        "prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
+        std::to_string(max_tokens) + ") need " + std::to_string(blocks) + " KV cache blocks of " +
+        std::to_string(block_size) + " tokens, but the whole cache holds " +
+        std::to_string(kv_->num_blocks()) + "; shorten the prompt or lower max_tokens");
+  }
+
+  seq->arrival = next_arrival_++;
+  Sequence* raw = seq.get();
+  sequences_.emplace(raw->id, std::move(seq));
+  waiting_.insert(raw);
+  return OkStatus();
+}
+
+int64_t Scheduler::ChunkSize(const Sequence& seq, int64_t budget_left) const {
+  int64_t n = std::min(seq.num_uncomputed(), budget_left);
+  if (config_.long_prefill_chunk > 0) n = std::min(n, config_.long_prefill_chunk);
+  return std::max<int64_t>(n, 0);
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int64_t budget_left = budget_;
+  int64_t pending = 0;
+
+  // Iterate over a snapshot: preemption removes sequences from running_, but only ones at or
+  // after the current position (the victim is the last in service order).
+  running_snapshot_.assign(running_.begin(), running_.end());
+  for (Sequence* seq : running_snapshot_) {
+    if (seq->status != SequenceStatus::kRunning) continue;  // preempted earlier in this step
+    // After a sampling step the engine must append the token (or finish the sequence).
+    STRATA_CHECK(seq->num_uncomputed() > 0);
+    const int64_t num_new = ChunkSize(*seq, budget_left);
+    if (num_new == 0) {
+      pending += seq->num_uncomputed();
+      continue;
+    }
+    const int64_t total = seq->num_computed_tokens + num_new;
+    bool reserved = kv_->Reserve(seq->id, total);
+    while (!reserved) {
+      Sequence* victim = *running_.rbegin();
+      Preempt(victim, &out);
+      if (victim == seq) break;
+      reserved = kv_->Reserve(seq->id, total);
+    }
+    if (!reserved) continue;  // `seq` itself was the victim: nothing after it still runs
+    out.scheduled.push_back({seq, seq->num_computed_tokens, num_new, total == seq->num_tokens()});
+    out.num_scheduled_tokens += num_new;
+    budget_left -= num_new;
+    pending += seq->num_uncomputed() - num_new;
+  }
+
+  // A step that had to preempt has no room for newcomers.
+  if (out.preempted.empty()) pending += Admit(&budget_left, &out);
+
+  STRATA_CHECK(out.num_scheduled_tokens <= budget_);
+  last_scheduled_sequences_ = static_cast<int32_t>(out.scheduled.size());
+  last_scheduled_tokens_ = out.num_scheduled_tokens;
+  last_pending_tokens_ = pending;
+  return out;
+}
+
+int64_t Scheduler::Admit(int64_t* budget_left, SchedulerOutput* out) {
+  int64_t pending = 0;
+  while (!waiting_.empty() && *budget_left > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_batch_size) {
+    Sequence* seq = *waiting_.begin();
+    // The watermark keeps room for the running sequences' next tokens; with none running it
+    // would only keep a request that fits the cache from ever starting.
+    const int32_t floor = running_.empty() ? 0 : watermark_blocks_;
+    // Any start needs at least one new block (a prefix hit is block-aligned and leaves at least
+    // the last token to compute): skip the lookup when even that does not fit.
+    if (kv_->num_free_blocks() - 1 < floor) break;
+    const int64_t hit = kv_->StartSequence(seq->id, seq->tokens);
+    const int64_t remaining = seq->num_tokens() - hit;
+    int64_t num_new = std::min(remaining, *budget_left);
+    if (config_.long_prefill_chunk > 0) num_new = std::min(num_new, config_.long_prefill_chunk);
+    const int64_t total = hit + num_new;
+    // Reclaimed hit blocks already left the free count.
+    if (kv_->num_free_blocks() - kv_->BlocksNeeded(seq->id, total) < floor) {
+      kv_->FreeSequence(seq->id);  // give the hit blocks back; the queue head waits (FCFS)
+      break;
+    }
+    const bool reserved = kv_->Reserve(seq->id, total);
+    STRATA_CHECK(reserved);
+
+    waiting_.erase(waiting_.begin());
+    seq->status = SequenceStatus::kRunning;
+    seq->num_computed_tokens = hit;
+    seq->num_cached_tokens = hit;
+    running_.insert(seq);
+    out->scheduled.push_back({seq, hit, num_new, total == seq->num_tokens()});
+    out->num_scheduled_tokens += num_new;
+    *budget_left -= num_new;
+    pending += remaining - num_new;
+  }
+  return pending;
+}
+
+void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+  kv_->FreeSequence(seq->id);
+  running_.erase(seq);
+  seq->status = SequenceStatus::kWaiting;
+  seq->num_computed_tokens = 0;
+  ++seq->num_preemptions;
+  waiting_.insert(seq);  // at its original arrival position
+  out->preempted.push_back(seq->id);
+  ++num_preemptions_;
+}
+
+void Scheduler::OnStepDone(const SchedulerOutput& out) {
+  for (const ScheduledSequence& s : out.scheduled) {
+    Sequence* seq = s.seq;
+    STRATA_CHECK(seq->status == SequenceStatus::kRunning);
+    STRATA_CHECK(seq->num_computed_tokens == s.start_pos);
+    seq->num_computed_tokens += s.num_tokens;
+    kv_->CommitComputed(seq->id, seq->tokens, seq->num_computed_tokens);
+  }
+}
+
+void Scheduler::AppendToken(kv::SequenceId id, int32_t token) {
+  Sequence* seq = Held(id);
+  STRATA_CHECK(seq->status == SequenceStatus::kRunning);
+  STRATA_CHECK(seq->num_uncomputed() == 0);  // only after a sampling chunk's OnStepDone
+  STRATA_CHECK(seq->num_generated() < seq->max_tokens);
+  seq->tokens.push_back(token);
+}
+
+std::unique_ptr<Sequence> Scheduler::Finish(kv::SequenceId id) {
+  const auto it = sequences_.find(id);
+  STRATA_CHECK(it != sequences_.end());
+  std::unique_ptr<Sequence> seq = std::move(it->second);
+  STRATA_CHECK(seq->status == SequenceStatus::kRunning);
+  sequences_.erase(it);
+  running_.erase(seq.get());
+  kv_->FreeSequence(id);
+  seq->status = SequenceStatus::kFinished;
+  return seq;
+}
+
+bool Scheduler::Cancel(kv::SequenceId id) {
+  const auto it = sequences_.find(id);
+  if (it == sequences_.end()) return false;
+  Sequence* seq = it->second.get();
+  if (seq->status == SequenceStatus::kRunning) {
+    running_.erase(seq);
+    kv_->FreeSequence(id);
+  } else {
+    waiting_.erase(seq);  // waiting sequences hold no blocks
+  }
+  sequences_.erase(it);
+  return true;
+}
+
+void Scheduler::SetTokenBudget(int64_t budget) {
+  STRATA_CHECK(budget >= 1);
+  budget_ = budget;
+}
+
+const Sequence* Scheduler::Find(kv::SequenceId id) const {
+  const auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
+}
+
+Sequence* Scheduler::Held(kv::SequenceId id) const {
+  const auto it = sequences_.find(id);
+  STRATA_CHECK(it != sequences_.end());  // not held: finished, cancelled or never added
+  return it->second.get();
+}
+
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats stats;
+  stats.num_running = num_running();
+  stats.num_waiting = num_waiting();
+  stats.num_scheduled_sequences = last_scheduled_sequences_;
+  stats.num_scheduled_tokens = last_scheduled_tokens_;
+  stats.num_pending_tokens = last_pending_tokens_;
+  stats.token_budget = budget_;
+  stats.num_preemptions = num_preemptions_;
+  stats.kv = kv_->Stats();
+  return stats;
+}
+
+backend::Batch MakeBatch(const SchedulerOutput& out, const kv::KvCacheManager& kv) {
+  backend::Batch batch;
+  batch.sequences.reserve(out.scheduled.size());
+  for (const ScheduledSequence& s : out.scheduled) {
+    const std::span<const int32_t> tokens(s.seq->tokens);
+    backend::SequenceSlice slice;
+    slice.tokens =
+        tokens.subspan(static_cast<size_t>(s.start_pos), static_cast<size_t>(s.num_tokens));
+    slice.start_pos = s.start_pos;
+    slice.block_ids = kv.Blocks(s.seq->id);
+    slice.logits = s.samples ? backend::LogitsWanted::kLast : backend::LogitsWanted::kNone;
+    batch.sequences.push_back(slice);
+  }
+  return batch;
+}
+
+}  // namespace strata::engine

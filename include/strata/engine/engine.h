@@ -1,0 +1,154 @@
+// Engine: serves many requests at once on one backend, iteration by iteration (continuous
+// batching, Yu et al. "Orca", OSDI 2022) over the paged KV cache (Kwon et al. "vLLM",
+// SOSP 2023).
+//
+// One thread owns everything mutable: the scheduler, the KV cache manager, every sequence's
+// sampler, finish checker and detokenizer, and the backend. That is the loop thread after
+// Start(), or the caller of Step() when the engine is driven by hand (tests, benchmarks).
+// Other threads only Submit, Cancel and read Stats(); what they hand over goes through the
+// SubmissionQueue and a cancel list, and results come back through each request's
+// RequestStream.
+//
+// Each Step(): take cancellations and new requests -> schedule -> run one ragged batch ->
+// sample -> append, stream and finish. A sequence's prompt and generated tokens are both just
+// "tokens not yet computed"; prefill, chunked prefill, decode, prefix hits and recompute after
+// preemption are the same rule (see scheduler.h).
+//
+// Errors: Submit refuses bad requests (INVALID_ARGUMENT naming the field), requests that could
+// never fit the context or the KV cache (INVALID_ARGUMENT), and a full queue
+// (RESOURCE_EXHAUSTED). Once accepted, a request always ends with exactly one last chunk:
+// stop/length, cancelled, or error (a backend failure fails the requests of that step only).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "strata/backend/backend.h"
+#include "strata/common/status.h"
+#include "strata/engine/adaptive_budget.h"
+#include "strata/engine/request.h"
+#include "strata/engine/request_stream.h"
+#include "strata/engine/scheduler.h"
+#include "strata/engine/submission_queue.h"
+#include "strata/kv/kv_cache_manager.h"
+#include "strata/tokenizer/tokenizer.h"
+
+namespace strata::engine {
+
+enum class BatchingMode {
+  kStatic,    // the token budget is SchedulerConfig::max_batched_tokens, always
+  kAdaptive,  // AdaptiveBudget moves it with load and the inter-token latency target
+};
+
+struct EngineOptions {
+  SchedulerConfig scheduler;  // max_model_len 0 = the model's context length
+  size_t max_queued_requests = 1024;
+  bool enable_prefix_caching = true;
+  // Identity of the weights for prefix-cache keys (e.g. a hash of the model file's path, size
+  // and adapter); requests of different models must never share KV.
+  uint64_t model_salt = 0;
+  BatchingMode batching = BatchingMode::kStatic;
+  AdaptiveBudgetOptions adaptive;  // used in kAdaptive mode
+};
+
+// A snapshot of the engine's counters, for logs, benchmarks and the metrics exporter.
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t queued = 0;   // in the submission queue
+  int64_t waiting = 0;  // in the scheduler, not running
+  int64_t running = 0;
+  int64_t last_batch_sequences = 0;
+  int64_t last_batch_tokens = 0;
+  int64_t token_budget = 0;  // for the next step
+  int64_t preemptions_total = 0;
+  int64_t finished_total = 0;  // ended with stop or length
+  int64_t cancelled_total = 0;
+  int64_t failed_total = 0;
+  int64_t generated_tokens_total = 0;
+  kv::KvCacheStats kv;
+};
+
+class Engine {
+ public:
+  // `backend` and `tokenizer` must outlive the engine. INVALID_ARGUMENT for inconsistent
+  // options (a budget or batch cap below 1, a max_model_len above the model's context).
+  static StatusOr<std::unique_ptr<Engine>> Create(backend::Backend* backend,
+                                                  const tokenizer::Tokenizer* tokenizer,
+                                                  const EngineOptions& options);
+  ~Engine();  // Stop()
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Any thread. Validates and queues a request; its output arrives on the returned stream.
+  StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
+
+  // Any thread. The request ends with kCancelled at the next step (its blocks are freed then).
+  // Unknown and already finished ids are ignored.
+  void Cancel(RequestId id);
+
+  // Runs the loop on an own thread until Stop(). Call once.
+  void Start();
+  // Refuses new requests, stops the loop, and ends every request still queued or running with
+  // kCancelled. Idempotent.
+  void Stop();
+
+  // One iteration on the calling thread (only when not Start()ed). Sets *did_work to whether a
+  // batch ran. An error means the backend failed: the requests of that step were failed.
+  Status Step(bool* did_work);
+
+  // Runs `prompt` once (one generated token, greedy) so its full blocks enter the prefix cache;
+  // for --preload-prompts at start-up, before Start(). Engine thread only.
+  Status Preload(std::vector<int32_t> prompt);
+
+  // Any thread: a snapshot.
+  EngineStats Stats() const;
+
+  const backend::Backend& backend() const { return *backend_; }
+
+ private:
+  struct Live;  // one accepted request: its stream, sampler, finish checker, detokenizer
+
+  Engine(backend::Backend* backend, const tokenizer::Tokenizer* tokenizer,
+         const EngineOptions& options);
+
+  void Loop();
+  void TakeCancellations();
+  void TakeSubmissions();
+  Status RunBatch(const SchedulerOutput& out);
+  void Postprocess(const SchedulerOutput& out);
+  void EndRequest(RequestId id, sampling::FinishReason reason, Status error);
+  void PublishStats(const SchedulerOutput* out);
+
+  backend::Backend* backend_;
+  const tokenizer::Tokenizer* tokenizer_;
+  EngineOptions options_;
+  std::vector<int32_t> end_of_generation_ids_;
+
+  // Engine-thread state.
+  kv::KvCacheManager kv_;
+  Scheduler scheduler_;
+  AdaptiveBudget adaptive_;
+  std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
+  std::vector<float> logits_;
+  std::vector<int32_t> batch_tokens_;
+
+  // Shared with other threads.
+  SubmissionQueue queue_;
+  std::atomic<RequestId> next_id_{1};
+  std::mutex cancel_mutex_;
+  std::vector<RequestId> cancels_;
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+  std::atomic<bool> stop_{false};
+  std::thread loop_;
+  std::once_flag stop_once_;
+};
+
+}  // namespace strata::engine

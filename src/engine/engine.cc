@@ -1,0 +1,377 @@
+#include "strata/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+#include <utility>
+
+#include "strata/common/check.h"
+#include "strata/common/logging.h"
+#include "strata/engine/sequence.h"
+#include "strata/sampling/finish_checker.h"
+#include "strata/sampling/sampler.h"
+#include "strata/tokenizer/incremental_detokenizer.h"
+
+namespace strata::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+kv::KvCacheManagerOptions KvOptions(const backend::Backend& backend, const EngineOptions& options) {
+  const backend::KvGeometry g = backend.kv_geometry();
+  kv::KvCacheManagerOptions o;
+  o.num_blocks = g.num_blocks;
+  o.block_size = g.block_size;
+  o.enable_prefix_caching = options.enable_prefix_caching;
+  o.salt = options.model_salt;
+  return o;
+}
+
+SchedulerConfig ResolvedSchedulerConfig(const backend::Backend& backend,
+                                        const EngineOptions& options) {
+  SchedulerConfig c = options.scheduler;
+  if (c.max_model_len == 0) c.max_model_len = backend.config().context_length;
+  if (options.batching == BatchingMode::kAdaptive) {
+    c.max_batched_tokens = std::clamp(options.adaptive.initial_budget, options.adaptive.min_budget,
+                                      options.adaptive.max_budget);
+  }
+  return c;
+}
+
+}  // namespace
+
+// Everything the engine keeps per accepted request besides its Sequence (which the scheduler
+// owns). Engine thread only.
+struct Engine::Live {
+  Live(const Request& request, std::shared_ptr<RequestStream> s,
+       const tokenizer::Tokenizer& tokenizer, std::span<const int32_t> end_of_generation_ids)
+      : stream(std::move(s)),
+        sampler(request.params, request.prompt),
+        checker(request.params, end_of_generation_ids),
+        detokenizer(tokenizer, /*render_special=*/false) {}
+
+  std::shared_ptr<RequestStream> stream;
+  sampling::Sampler sampler;
+  sampling::FinishChecker checker;
+  tokenizer::IncrementalDetokenizer detokenizer;
+};
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(backend::Backend* backend,
+                                                 const tokenizer::Tokenizer* tokenizer,
+                                                 const EngineOptions& options) {
+  STRATA_CHECK(backend != nullptr && tokenizer != nullptr);
+  if (options.scheduler.max_model_len < 0 ||
+      options.scheduler.max_model_len > backend->config().context_length) {
+    return InvalidArgumentError("max_model_len must be between 1 and the model's context " +
+                                std::to_string(backend->config().context_length) + ", got " +
+                                std::to_string(options.scheduler.max_model_len));
+  }
+  STRATA_RETURN_IF_ERROR(ResolvedSchedulerConfig(*backend, options).Validate());
+  if (options.max_queued_requests < 1) {
+    return InvalidArgumentError("max_queued_requests must be at least 1");
+  }
+  {
+    const AdaptiveBudgetOptions& a = options.adaptive;
+    if (!(a.target_itl_seconds > 0)) {
+      return InvalidArgumentError("target_itl_ms must be greater than 0");
+    }
+    if (a.min_budget < 1 || a.min_budget > a.max_budget || a.increase < 1 ||
+        !(a.decrease > 0 && a.decrease < 1) || !(a.headroom > 0 && a.headroom <= 1)) {
+      return InvalidArgumentError("inconsistent adaptive batching options");
+    }
+  }
+  if (backend->kv_geometry().num_blocks < 1) {
+    return FailedPreconditionError("the KV cache holds no block");
+  }
+  return std::unique_ptr<Engine>(new Engine(backend, tokenizer, options));
+}
+
+Engine::Engine(backend::Backend* backend, const tokenizer::Tokenizer* tokenizer,
+               const EngineOptions& options)
+    : backend_(backend),
+      tokenizer_(tokenizer),
+      options_(options),
+      end_of_generation_ids_(tokenizer->vocab().EndOfGenerationIds()),
+      kv_(KvOptions(*backend, options)),
+      scheduler_(ResolvedSchedulerConfig(*backend, options), &kv_),
+      adaptive_(options.adaptive),
+      queue_(options.max_queued_requests) {
+  options_.scheduler = ResolvedSchedulerConfig(*backend, options);
+  PublishStats(nullptr);
+}
+
+Engine::~Engine() { Stop(); }
+
+StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
+  const model::ModelConfig& config = backend_->config();
+  STRATA_RETURN_IF_ERROR(sampling::Validate(request.params, static_cast<int>(config.vocab_size)));
+  if (request.prompt.empty()) return InvalidArgumentError("the prompt is empty");
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    const int32_t t = request.prompt[i];
+    if (t < 0 || t >= config.vocab_size) {
+      return InvalidArgumentError("prompt token " + std::to_string(i) + " is " + std::to_string(t) +
+                                  ", outside the vocabulary [0, " +
+                                  std::to_string(config.vocab_size) + ")");
+    }
+  }
+  const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.params.max_tokens;
+  const int64_t context = options_.scheduler.max_model_len;
+  if (total > context) {
+    return InvalidArgumentError("prompt (" + std::to_string(request.prompt.size()) +
+                                " tokens) + max_tokens (" +
+                                std::to_string(request.params.max_tokens) +
+                                ") must be at most the context length " + std::to_string(context));
+  }
+  // The last generated token is never run, so the KV peaks at total - 1 tokens.
+  const int64_t cache_tokens = int64_t{kv_.num_blocks()} * kv_.block_size();
+  if (total - 1 > cache_tokens) {
+    return InvalidArgumentError("prompt + max_tokens (" + std::to_string(total) +
+                                " tokens) exceed the whole KV cache (" +
+                                std::to_string(cache_tokens) + " tokens)");
+  }
+  const RequestId id = next_id_.fetch_add(1);
+  auto stream = std::make_shared<RequestStream>(id);
+  Submission submission{id, std::move(request), stream, Clock::now()};
+  STRATA_RETURN_IF_ERROR(queue_.Push(std::move(submission)));
+  return stream;
+}
+
+void Engine::Cancel(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(cancel_mutex_);
+    cancels_.push_back(id);
+  }
+  queue_.Wake();
+}
+
+void Engine::Start() {
+  STRATA_CHECK(!loop_.joinable());
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Stop() {
+  std::call_once(stop_once_, [this] {
+    queue_.Close();
+    stop_.store(true);
+    queue_.Wake();
+    if (loop_.joinable()) loop_.join();
+    // The loop is gone: this thread owns the engine state now.
+    std::vector<Submission> queued;
+    queue_.Pop(queue_.size(), &queued);
+    for (Submission& s : queued) {
+      StreamChunk last;
+      last.finish_reason = sampling::FinishReason::kCancelled;
+      last.time = Clock::now();
+      s.stream->Push(std::move(last));
+    }
+    std::vector<RequestId> ids;
+    for (const auto& [id, live] : live_) ids.push_back(id);
+    for (RequestId id : ids) {
+      scheduler_.Cancel(id);
+      EndRequest(id, sampling::FinishReason::kCancelled, OkStatus());
+    }
+    PublishStats(nullptr);
+  });
+}
+
+void Engine::Loop() {
+  while (!stop_.load()) {
+    bool did_work = false;
+    Status status = Step(&did_work);
+    if (!status.ok()) LogError("engine step failed: " + status.ToString());
+    if (!did_work) queue_.WaitForWork(std::chrono::milliseconds(100));
+  }
+}
+
+Status Engine::Step(bool* did_work) {
+  STRATA_CHECK(did_work != nullptr);
+  *did_work = false;
+  TakeCancellations();
+  TakeSubmissions();
+
+  const SchedulerOutput out = scheduler_.Schedule();
+  if (out.scheduled.empty()) {
+    PublishStats(nullptr);
+    return OkStatus();
+  }
+  *did_work = true;
+  // A step that computes a generated token is an inter-token gap for that sequence.
+  bool had_decodes = false;
+  for (const ScheduledSequence& s : out.scheduled) had_decodes |= s.start_pos >= s.seq->prompt_len;
+  const Clock::time_point start = Clock::now();
+  Status status = RunBatch(out);
+  if (!status.ok()) {
+    // Fail this step's requests only; their blocks are freed and the engine goes on.
+    std::vector<RequestId> ids;
+    for (const ScheduledSequence& s : out.scheduled) ids.push_back(s.seq->id);
+    for (RequestId id : ids) {
+      scheduler_.Cancel(id);
+      EndRequest(id, sampling::FinishReason::kError, status);
+    }
+    PublishStats(&out);
+    return status;
+  }
+  scheduler_.OnStepDone(out);
+  Postprocess(out);
+
+  if (options_.batching == BatchingMode::kAdaptive) {
+    const SchedulerStats ss = scheduler_.Stats();
+    const bool waiting = queue_.size() > 0 || ss.num_waiting > 0 || ss.num_pending_tokens > 0;
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    scheduler_.SetTokenBudget(adaptive_.Observe(seconds, had_decodes, waiting));
+  }
+  PublishStats(&out);
+  return OkStatus();
+}
+
+void Engine::TakeCancellations() {
+  std::vector<RequestId> ids;
+  {
+    std::lock_guard<std::mutex> lock(cancel_mutex_);
+    ids.swap(cancels_);
+  }
+  for (RequestId id : ids) {
+    Submission queued;
+    if (queue_.Remove(id, &queued)) {
+      StreamChunk last;
+      last.finish_reason = sampling::FinishReason::kCancelled;
+      last.time = Clock::now();
+      queued.stream->Push(std::move(last));
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      ++stats_.cancelled_total;
+      continue;
+    }
+    if (live_.count(id) == 0) continue;  // finished already, or unknown
+    scheduler_.Cancel(id);
+    EndRequest(id, sampling::FinishReason::kCancelled, OkStatus());
+  }
+}
+
+void Engine::TakeSubmissions() {
+  // Keep about one batch of candidates waiting in the scheduler; the rest stay in the bounded,
+  // priority-ordered queue.
+  const SchedulerStats ss = scheduler_.Stats();
+  const int64_t room = int64_t{options_.scheduler.max_batch_size} - ss.num_waiting;
+  if (room <= 0) return;
+  std::vector<Submission> taken;
+  queue_.Pop(static_cast<size_t>(room), &taken);
+  for (Submission& s : taken) {
+    auto seq = std::make_unique<Sequence>(s.id, s.request.prompt, s.request.params.max_tokens,
+                                          s.request.priority);
+    auto live = std::make_unique<Live>(s.request, s.stream, *tokenizer_, end_of_generation_ids_);
+    Status added = scheduler_.Add(std::move(seq));
+    if (!added.ok()) {
+      StreamChunk last;
+      last.finish_reason = sampling::FinishReason::kError;
+      last.error = added;
+      last.time = Clock::now();
+      s.stream->Push(std::move(last));
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      ++stats_.failed_total;
+      continue;
+    }
+    live_.emplace(s.id, std::move(live));
+  }
+}
+
+Status Engine::RunBatch(const SchedulerOutput& out) {
+  return backend_->Forward(MakeBatch(out, kv_), &logits_);
+}
+
+void Engine::Postprocess(const SchedulerOutput& out) {
+  const int64_t vocab = backend_->config().vocab_size;
+  int64_t row = 0;
+  int64_t generated = 0;
+  for (const ScheduledSequence& s : out.scheduled) {
+    if (!s.samples) continue;
+    const RequestId id = s.seq->id;
+    Live& live = *live_.at(id);
+    std::span<float> logits(logits_.data() + row * vocab, static_cast<size_t>(vocab));
+    ++row;
+    const int32_t token = live.sampler.Sample(logits);
+    live.sampler.Accept(token);
+    scheduler_.AppendToken(id, token);
+    ++generated;
+    sampling::FinishChecker::Step step = live.checker.Append(token, live.detokenizer.Push(token));
+    StreamChunk chunk;
+    chunk.token_ids.push_back(token);
+    chunk.text = std::move(step.text);
+    if (step.finish_reason) {
+      sampling::FinishChecker::Step last =
+          live.checker.Finish(live.detokenizer.Flush(), *step.finish_reason);
+      chunk.text += last.text;
+      chunk.finish_reason = last.finish_reason;
+    }
+    chunk.time = Clock::now();
+    const bool finished = chunk.finish_reason.has_value();
+    live.stream->Push(std::move(chunk));
+    if (finished) {
+      scheduler_.Finish(id);
+      live_.erase(id);
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      ++stats_.finished_total;
+    }
+  }
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.generated_tokens_total += generated;
+}
+
+void Engine::EndRequest(RequestId id, sampling::FinishReason reason, Status error) {
+  auto it = live_.find(id);
+  STRATA_CHECK(it != live_.end());
+  Live& live = *it->second;
+  sampling::FinishChecker::Step last = live.checker.Finish(live.detokenizer.Flush(), reason);
+  StreamChunk chunk;
+  chunk.text = std::move(last.text);
+  chunk.finish_reason = reason;
+  chunk.error = std::move(error);
+  chunk.time = Clock::now();
+  live.stream->Push(std::move(chunk));
+  live_.erase(it);
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  if (reason == sampling::FinishReason::kCancelled) ++stats_.cancelled_total;
+  if (reason == sampling::FinishReason::kError) ++stats_.failed_total;
+}
+
+Status Engine::Preload(std::vector<int32_t> prompt) {
+  STRATA_CHECK(!loop_.joinable());
+  Request request;
+  request.prompt = std::move(prompt);
+  request.params.temperature = 0;
+  request.params.max_tokens = 1;
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> stream, Submit(std::move(request)));
+  while (!stream->finished()) {
+    bool did_work = false;
+    STRATA_RETURN_IF_ERROR(Step(&did_work));
+    if (!did_work && !stream->finished()) return InternalError("preloading a prompt stalled");
+  }
+  StreamChunk chunk;
+  while (stream->Next(&chunk, std::chrono::seconds(0))) {
+    if (!chunk.error.ok()) return chunk.error;
+  }
+  return OkStatus();
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  EngineStats s = stats_;
+  s.queued = static_cast<int64_t>(queue_.size());
+  return s;
+}
+
+void Engine::PublishStats(const SchedulerOutput* out) {
+  const SchedulerStats ss = scheduler_.Stats();
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  if (out != nullptr) {
+    ++stats_.steps;
+    stats_.last_batch_sequences = static_cast<int64_t>(out->scheduled.size());
+    stats_.last_batch_tokens = out->num_scheduled_tokens;
+  }
+  stats_.waiting = ss.num_waiting;
+  stats_.running = ss.num_running;
+  stats_.token_budget = ss.token_budget;
+  stats_.preemptions_total = ss.num_preemptions;
+  stats_.kv = ss.kv;
+}
+
+}  // namespace strata::engine

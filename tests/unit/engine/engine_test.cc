@@ -1,0 +1,440 @@
+#include "strata/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/engine/generator.h"
+#include "strata/model/gguf_file.h"
+#include "support/tiny_llama.h"
+
+namespace strata::engine {
+namespace {
+
+using namespace strata::testing::tiny_llama;  // NOLINT: the tiny model's constants and builders
+using sampling::FinishReason;
+using sampling::SamplingParams;
+
+// What one request produced, read back from its stream.
+struct Output {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::optional<FinishReason> finish;
+  Status error;
+  int chunks = 0;
+};
+
+// Takes everything queued on `stream` so far (non-blocking).
+void Collect(RequestStream& stream, Output* out) {
+  StreamChunk chunk;
+  while (stream.Next(&chunk, std::chrono::seconds(0))) {
+    ++out->chunks;
+    out->tokens.insert(out->tokens.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    out->text += chunk.text;
+    if (chunk.finish_reason) {
+      out->finish = chunk.finish_reason;
+      out->error = chunk.error;
+    }
+  }
+}
+
+SamplingParams Greedy(int32_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Prompts of different lengths, all different from their first token on.
+std::vector<int32_t> Prompt(int i, int64_t length) {
+  std::vector<int32_t> p = {1};
+  for (int64_t k = 1; k < length; ++k) p.push_back(static_cast<int32_t>(3 + (i * 7 + k * 5) % 60));
+  return p;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    bytes_ = new std::vector<uint8_t>(BuildModel());
+    auto file = model::GgufFile::Parse(MappedFile::FromBytes(*bytes_));
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    file_ = new model::GgufFile(std::move(*file));
+  }
+  static void TearDownTestSuite() {
+    delete file_;
+    delete bytes_;
+  }
+
+  void SetUp() override {
+    tokenizer_ = MakeTokenizer();
+    ASSERT_NE(tokenizer_, nullptr);
+  }
+
+  static std::unique_ptr<backend::cpu::CpuBackend> MakeBackend(int64_t kv_budget_bytes) {
+    backend::cpu::CpuBackendOptions options;
+    options.num_threads = 2;
+    options.kv_budget_bytes = kv_budget_bytes;
+    options.block_size = kBlockSize;
+    auto b = backend::cpu::CpuBackend::Create(*file_, options);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return b.ok() ? std::move(*b) : nullptr;
+  }
+
+  // The reference: the request alone through the single-request Generator.
+  std::vector<int32_t> Alone(const std::vector<int32_t>& prompt, const SamplingParams& params) {
+    auto backend = MakeBackend(int64_t{1} << 20);
+    Generator generator(backend.get(), tokenizer_.get());
+    auto result = generator.Generate(prompt, params, nullptr);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() ? result->tokens : std::vector<int32_t>{};
+  }
+
+  std::unique_ptr<Engine> MakeEngine(backend::Backend* backend, EngineOptions options) {
+    auto engine = Engine::Create(backend, tokenizer_.get(), options);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  // Steps `engine` by hand until every stream has finished, collecting their outputs.
+  static std::vector<Output> Drain(Engine& engine,
+                                   const std::vector<std::shared_ptr<RequestStream>>& streams) {
+    std::vector<Output> outputs(streams.size());
+    for (int step = 0; step < 100000; ++step) {
+      bool did_work = false;
+      Status status = engine.Step(&did_work);
+      EXPECT_TRUE(status.ok()) << status.ToString();
+      bool all = true;
+      for (size_t i = 0; i < streams.size(); ++i) {
+        Collect(*streams[i], &outputs[i]);
+        all &= outputs[i].finish.has_value();
+      }
+      if (all) break;
+      if (!did_work) {
+        ADD_FAILURE() << "the engine idles with unfinished requests";
+        break;
+      }
+    }
+    return outputs;
+  }
+
+  static std::vector<uint8_t>* bytes_;
+  static model::GgufFile* file_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+};
+
+std::vector<uint8_t>* EngineTest::bytes_ = nullptr;
+model::GgufFile* EngineTest::file_ = nullptr;
+
+TEST_F(EngineTest, OneRequestGivesTheGeneratorsTokensAndText) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  Request r;
+  r.prompt = Prompt(0, 9);
+  r.params = Greedy(20);
+  auto stream = engine->Submit(r);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  std::vector<Output> out = Drain(*engine, {*stream});
+  EXPECT_EQ(out[0].tokens, Alone(r.prompt, r.params));
+  EXPECT_EQ(out[0].finish, FinishReason::kLength);
+  EXPECT_TRUE(out[0].error.ok());
+  EXPECT_EQ(out[0].chunks, 20);  // one chunk per token, the last one carries the reason
+  const EngineStats stats = engine->Stats();
+  EXPECT_EQ(stats.finished_total, 1);
+  EXPECT_EQ(stats.generated_tokens_total, 20);
+  EXPECT_EQ(stats.running + stats.waiting + stats.queued, 0);
+  EXPECT_EQ(stats.kv.used_blocks, 0);
+}
+
+// Many requests at once, a small token budget (prefill chunks share steps with decodes) and
+// chunks capped per sequence: each output is the one it has alone.
+TEST_F(EngineTest, BatchedChunkedRequestsMatchTheirSoloOutputs) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  for (int64_t budget : {7, 64}) {
+    EngineOptions options;
+    options.scheduler.max_batched_tokens = budget;
+    options.scheduler.long_prefill_chunk = 5;
+    auto engine = MakeEngine(backend.get(), options);
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 8; ++i) {
+      Request r;
+      r.prompt = Prompt(i, 3 + 4 * i);
+      r.params = Greedy(6 + i);
+      auto s = engine->Submit(r);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      requests.push_back(r);
+      streams.push_back(*s);
+    }
+    std::vector<Output> out = Drain(*engine, streams);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(out[i].tokens, Alone(requests[i].prompt, requests[i].params))
+          << "request " << i << ", budget " << budget;
+      EXPECT_EQ(out[i].finish, FinishReason::kLength);
+    }
+    EXPECT_LE(engine->Stats().last_batch_tokens, budget);
+    EXPECT_EQ(engine->Stats().kv.used_blocks, 0);
+  }
+}
+
+TEST_F(EngineTest, ASecondRequestWithTheSamePromptHitsThePrefixCache) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  Request r;
+  r.prompt = Prompt(3, 23);  // 5 full blocks of 4, then 3 tokens
+  r.params = Greedy(8);
+  std::vector<Output> first;
+  for (int round = 0; round < 2; ++round) {
+    auto s = engine->Submit(r);
+    ASSERT_TRUE(s.ok());
+    std::vector<Output> out = Drain(*engine, {*s});
+    if (round == 0) {
+      first = out;
+      EXPECT_EQ(engine->Stats().kv.prefix_hit_tokens, 0);
+    } else {
+      EXPECT_EQ(out[0].tokens, first[0].tokens);
+      EXPECT_EQ(engine->Stats().kv.prefix_hit_tokens, 20);
+    }
+  }
+  EXPECT_EQ(first[0].tokens, Alone(r.prompt, r.params));
+}
+
+TEST_F(EngineTest, PreloadedPromptIsAHitOnFirstUse) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  const std::vector<int32_t> system = Prompt(5, 17);
+  ASSERT_TRUE(engine->Preload(system).ok());
+  EXPECT_EQ(engine->Stats().kv.used_blocks, 0);
+  Request r;
+  r.prompt = system;
+  r.prompt.insert(r.prompt.end(), {10, 11, 12});
+  r.params = Greedy(5);
+  auto s = engine->Submit(r);
+  ASSERT_TRUE(s.ok());
+  std::vector<Output> out = Drain(*engine, {*s});
+  EXPECT_EQ(engine->Stats().kv.prefix_hit_tokens, 16);
+  EXPECT_EQ(out[0].tokens, Alone(r.prompt, r.params));
+}
+
+// A cache too small for everyone at once: sequences are preempted, recomputed and still give
+// their solo outputs; afterwards every block is free.
+TEST_F(EngineTest, PreemptedRequestsRecomputeAndGiveTheSameTokens) {
+  // Per token: 2 layers x 2 KV heads x 16 dims x K and V x 2 bytes = 256 bytes; 12 blocks of 4.
+  auto backend = MakeBackend(12 * 4 * 256);
+  ASSERT_EQ(backend->kv_geometry().num_blocks, 12);
+  EngineOptions options;
+  options.enable_prefix_caching = false;
+  options.scheduler.watermark = 0;
+  auto engine = MakeEngine(backend.get(), options);
+  std::vector<Request> requests;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 6);
+    r.params = Greedy(14);  // 20 tokens = 5 blocks each; 4 of them need 20 > 12 blocks
+    auto s = engine->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    requests.push_back(r);
+    streams.push_back(*s);
+  }
+  std::vector<Output> out = Drain(*engine, streams);
+  EXPECT_GT(engine->Stats().preemptions_total, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(out[i].tokens, Alone(requests[i].prompt, requests[i].params)) << "request " << i;
+  }
+  EXPECT_EQ(engine->Stats().kv.free_blocks, 12);
+}
+
+TEST_F(EngineTest, CancelEndsQueuedAndRunningRequestsAndFreesTheirBlocks) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.scheduler.max_batch_size = 1;  // the second request stays queued
+  auto engine = MakeEngine(backend.get(), options);
+  Request r;
+  r.prompt = Prompt(1, 10);
+  r.params = Greedy(40);
+  auto running = engine->Submit(r);
+  auto queued = engine->Submit(r);
+  ASSERT_TRUE(running.ok() && queued.ok());
+  bool did_work = false;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine->Step(&did_work).ok());
+  engine->Cancel((*running)->id());
+  engine->Cancel((*queued)->id());
+  engine->Cancel(12345);  // unknown: ignored
+  ASSERT_TRUE(engine->Step(&did_work).ok());
+  EXPECT_FALSE(did_work);
+  Output a, b;
+  Collect(**running, &a);
+  Collect(**queued, &b);
+  EXPECT_EQ(a.finish, FinishReason::kCancelled);
+  EXPECT_GE(a.tokens.size(), 2u);
+  EXPECT_LT(a.tokens.size(), 40u);
+  EXPECT_EQ(b.finish, FinishReason::kCancelled);
+  EXPECT_TRUE(b.tokens.empty());
+  const EngineStats stats = engine->Stats();
+  EXPECT_EQ(stats.cancelled_total, 2);
+  EXPECT_EQ(stats.kv.used_blocks, 0);
+  EXPECT_EQ(stats.running + stats.waiting + stats.queued, 0);
+}
+
+TEST_F(EngineTest, HigherPriorityIsServedFirst) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.scheduler.max_batch_size = 1;
+  auto engine = MakeEngine(backend.get(), options);
+  Request low, high;
+  low.prompt = Prompt(1, 5);
+  low.params = Greedy(3);
+  high = low;
+  high.priority = 5;
+  auto a = engine->Submit(low);
+  auto b = engine->Submit(high);
+  ASSERT_TRUE(a.ok() && b.ok());
+  bool did_work = false;
+  ASSERT_TRUE(engine->Step(&did_work).ok());
+  Output out_low, out_high;
+  Collect(**a, &out_low);
+  Collect(**b, &out_high);
+  EXPECT_TRUE(out_low.tokens.empty());
+  EXPECT_EQ(out_high.tokens.size(), 1u);
+}
+
+TEST_F(EngineTest, SubmitRejectsBadRequestsWithClearErrors) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.max_queued_requests = 1;
+  auto engine = MakeEngine(backend.get(), options);
+  Request r;
+  r.params = Greedy(4);
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kInvalidArgument);  // empty
+  r.prompt = {1, static_cast<int32_t>(kVocab)};
+  auto bad_token = engine->Submit(r);
+  EXPECT_EQ(bad_token.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_token.status().message().find("vocabulary"), std::string::npos);
+  r.prompt = Prompt(0, 60);
+  r.params.max_tokens = 10;  // 70 > the context of 64
+  auto too_long = engine->Submit(r);
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("context"), std::string::npos);
+  r.prompt = Prompt(0, 5);
+  r.params.top_p = 0;
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kInvalidArgument);
+  r.params = Greedy(4);
+  ASSERT_TRUE(engine->Submit(r).ok());
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);  // queue of 1
+}
+
+TEST_F(EngineTest, RequestBeyondTheWholeCacheIsRejectedUpFront) {
+  auto backend = MakeBackend(4 * 4 * 256);  // 4 blocks = 16 tokens
+  auto engine = MakeEngine(backend.get(), {});
+  Request r;
+  r.prompt = Prompt(0, 10);
+  r.params = Greedy(7);  // peaks at 16 tokens: fits
+  EXPECT_TRUE(engine->Submit(r).ok());
+  r.params = Greedy(8);  // 17: never fits
+  auto s = engine->Submit(r);
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("KV cache"), std::string::npos) << s.status().message();
+}
+
+TEST_F(EngineTest, LoopThreadServesConcurrentClientsAndStopCancelsTheRest) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.scheduler.max_batched_tokens = 16;
+  auto engine = MakeEngine(backend.get(), options);
+  engine->Start();
+  constexpr int kClients = 4;
+  std::vector<std::vector<int32_t>> got(kClients);
+  std::vector<std::optional<FinishReason>> reasons(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      Request r;
+      r.prompt = Prompt(c, 4 + c);
+      r.params = Greedy(10);
+      auto s = engine->Submit(r);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      StreamChunk chunk;
+      while ((*s)->Next(&chunk, std::chrono::seconds(60))) {
+        got[c].insert(got[c].end(), chunk.token_ids.begin(), chunk.token_ids.end());
+        if (chunk.finish_reason) reasons[c] = chunk.finish_reason;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int c = 0; c < kClients; ++c) {
+    Request r;
+    r.prompt = Prompt(c, 4 + c);
+    r.params = Greedy(10);
+    EXPECT_EQ(got[c], Alone(r.prompt, r.params)) << "client " << c;
+    EXPECT_EQ(reasons[c], FinishReason::kLength);
+  }
+  // A long request still running when the engine stops ends as cancelled.
+  Request r;
+  r.prompt = Prompt(9, 4);
+  r.params = Greedy(55);
+  auto s = engine->Submit(r);
+  ASSERT_TRUE(s.ok());
+  engine->Stop();
+  Output out;
+  Collect(**s, &out);
+  ASSERT_TRUE(out.finish.has_value());
+  EXPECT_TRUE(*out.finish == FinishReason::kCancelled || *out.finish == FinishReason::kLength);
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(EngineTest, AdaptiveBatchingKeepsItsBudgetInBoundsAndFinishesEveryone) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.batching = BatchingMode::kAdaptive;
+  options.adaptive.min_budget = 4;
+  options.adaptive.max_budget = 32;
+  options.adaptive.initial_budget = 8;
+  options.adaptive.target_itl_seconds = 10;  // never at risk here: the budget only grows
+  auto engine = MakeEngine(backend.get(), options);
+  std::vector<Request> requests;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 12);
+    r.params = Greedy(8);
+    auto s = engine->Submit(r);
+    ASSERT_TRUE(s.ok());
+    requests.push_back(r);
+    streams.push_back(*s);
+  }
+  std::vector<Output> out = Drain(*engine, streams);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(out[i].tokens, Alone(requests[i].prompt, requests[i].params)) << i;
+  }
+  const int64_t budget = engine->Stats().token_budget;
+  EXPECT_GT(budget, 8);  // grew while prompts waited
+  EXPECT_LE(budget, 32);
+}
+
+TEST_F(EngineTest, CreateRejectsInconsistentOptions) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.scheduler.max_batched_tokens = 0;
+  EXPECT_EQ(Engine::Create(backend.get(), tokenizer_.get(), options).status().code(),
+            StatusCode::kInvalidArgument);
+  options = {};
+  options.scheduler.max_model_len = kContext + 1;
+  EXPECT_EQ(Engine::Create(backend.get(), tokenizer_.get(), options).status().code(),
+            StatusCode::kInvalidArgument);
+  options = {};
+  options.batching = BatchingMode::kAdaptive;
+  options.adaptive.min_budget = 100;
+  options.adaptive.max_budget = 10;
+  EXPECT_EQ(Engine::Create(backend.get(), tokenizer_.get(), options).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata::engine

@@ -1,0 +1,78 @@
+"""Greedy output of a request does not depend on how the engine serves it (real model).
+
+Each of 16 requests (a shared 50-odd-token system text + one of the logit tests' prompts) is
+run alone, then all together in one batch, with chunked prefill at chunk sizes 1, 7 and 64,
+with prefix-cache hits (the whole batch a second time), and in a KV cache so small that
+sequences are preempted and recomputed. Every run must give every request the same tokens as
+its solo run; the engine's counters prove that the chunking, hits and preemptions happened.
+"""
+import re
+import subprocess
+
+import pytest
+
+from conftest import tool
+from test_model_logits import PROMPTS
+
+MAX_TOKENS = 24
+SYSTEM = ("You are a careful assistant. Answer briefly and truthfully, say when you do not "
+          "know, and never invent facts, names or numbers. Keep to the user's language.\n\n")
+
+
+@pytest.fixture(scope="module")
+def prompts_file(tmp_path_factory, model_path):
+    import llama_cpp
+
+    vocab = llama_cpp.Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+    path = tmp_path_factory.mktemp("engine") / "prompts.txt"
+    lines = []
+    for p in PROMPTS[:16]:
+        ids = vocab.tokenize((SYSTEM + p).encode(), add_bos=True, special=True)
+        lines.append(" ".join(map(str, ids)))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(build_dir, model_path, prompts_file, *args):
+    cmd = [str(tool(build_dir, "strata-batch")), str(model_path), "--prompts", str(prompts_file),
+           "--max-tokens", str(MAX_TOKENS), "--threads", "2", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    outputs = {}
+    for line in proc.stdout.splitlines():
+        index, finish, *tokens = line.split()
+        assert finish == "length", line
+        outputs[int(index)] = [int(t) for t in tokens]
+    counters = dict((k, int(v)) for k, v in
+                    re.findall(r"(steps|preemptions|prefix hit tokens) (\d+)", proc.stderr))
+    return outputs, counters
+
+
+@pytest.fixture(scope="module")
+def alone(build_dir, model_path, prompts_file):
+    outputs, _ = run(build_dir, model_path, prompts_file, "--mode", "alone")
+    assert len(outputs) == 16 and all(len(t) == MAX_TOKENS for t in outputs.values())
+    return outputs
+
+
+@pytest.mark.parametrize("label,args,check", [
+    ("one batch of 16", ["--mode", "together", "--max-batched-tokens", "2048",
+                         "--no-prefix-caching"], lambda c: c["steps"] == MAX_TOKENS),
+    ("chunks of 1", ["--long-prefill-chunk", "1", "--no-prefix-caching"],
+     lambda c: c["steps"] > 60),
+    ("chunks of 7", ["--long-prefill-chunk", "7", "--no-prefix-caching"],
+     lambda c: c["steps"] > MAX_TOKENS + 5),
+    ("chunks of 64", ["--long-prefill-chunk", "64", "--max-batched-tokens", "64",
+                      "--no-prefix-caching"],
+     lambda c: c["steps"] > MAX_TOKENS + 5),
+    ("prefix-cache hits", ["--mode", "twice"], lambda c: c["prefix hit tokens"] >= 16 * 32),
+    ("preempted and recomputed", ["--kv-budget-bytes", "4000000", "--no-prefix-caching"],
+     lambda c: c["preemptions"] > 0),
+])
+def test_greedy_output_is_the_same_however_the_engine_serves_it(build_dir, model_path,
+                                                                  prompts_file, alone, label,
+                                                                  args, check):
+    outputs, counters = run(build_dir, model_path, prompts_file, *args)
+    assert check(counters), (label, counters)
+    for i, tokens in alone.items():
+        assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"

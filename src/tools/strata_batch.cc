@@ -34,6 +34,9 @@ constexpr char kUsage[] =
     "  --max-batch-size N         running sequences at most (default 64)\n"
     "  --long-prefill-chunk N     tokens per sequence per step at most (0: no cap)\n"
     "  --no-prefix-caching\n"
+    "  --preload-prompts FILE     prompts (token ids per line) put into the prefix cache first\n"
+    "  --batching static|adaptive token budget fixed, or following --target-itl-ms\n"
+    "  --target-itl-ms F          inter-token latency target of adaptive batching (100)\n"
     "  --kv-budget-bytes N        KV cache memory (default 268435456)\n"
     "  --threads N                CPU threads (default: one per core)\n";
 
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
   }
   if (argc < 2) Fail(std::string("missing MODEL.gguf\n") + kUsage, 2);
   const std::string model_path = argv[1];
-  std::string prompts_path, mode = "together";
+  std::string prompts_path, preload_path, mode = "together";
   int32_t max_tokens = 32;
   strata::engine::EngineOptions engine_options;
   strata::backend::cpu::CpuBackendOptions options;
@@ -131,7 +134,19 @@ int main(int argc, char** argv) {
       prompts_path = v;
     else if (flag == "--mode")
       mode = v;
-    else if (flag == "--max-tokens")
+    else if (flag == "--preload-prompts")
+      preload_path = v;
+    else if (flag == "--batching") {
+      const std::string b = v;
+      if (b != "static" && b != "adaptive") Fail("--batching must be static or adaptive", 2);
+      engine_options.batching = b == "static" ? strata::engine::BatchingMode::kStatic
+                                              : strata::engine::BatchingMode::kAdaptive;
+    } else if (flag == "--target-itl-ms") {
+      char* end = nullptr;
+      const double ms = std::strtod(v, &end);
+      if (end == v || *end != '\0') Fail("--target-itl-ms expects a number", 2);
+      engine_options.adaptive.target_itl_seconds = ms / 1000.0;
+    } else if (flag == "--max-tokens")
       max_tokens = static_cast<int32_t>(ParseInt(flag, v));
     else if (flag == "--max-batched-tokens")
       engine_options.scheduler.max_batched_tokens = ParseInt(flag, v);
@@ -161,6 +176,13 @@ int main(int argc, char** argv) {
   if (!backend.ok()) Fail(backend.status().ToString());
   auto engine = strata::engine::Engine::Create(backend->get(), tokenizer->get(), engine_options);
   if (!engine.ok()) Fail(engine.status().ToString());
+
+  if (!preload_path.empty()) {
+    for (const std::vector<int32_t>& p : ReadPrompts(preload_path)) {
+      strata::Status status = (*engine)->Preload(p);
+      if (!status.ok()) Fail("preloading: " + status.ToString());
+    }
+  }
 
   std::vector<Result> results(prompts.size());
   if (mode == "alone") {

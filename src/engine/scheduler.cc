@@ -133,19 +133,19 @@ int64_t Scheduler::Admit(int64_t* budget_left, SchedulerOutput* out) {
     // The watermark keeps room for the running sequences' next tokens; with none running it
     // would only keep a request that fits the cache from ever starting.
     const int32_t floor = running_.empty() ? 0 : watermark_blocks_;
-    // Any start needs at least one new block (a prefix hit is block-aligned and leaves at least
-    // the last token to compute): skip the lookup when even that does not fit.
-    if (kv_->num_free_blocks() - 1 < floor) break;
-    const int64_t hit = kv_->StartSequence(seq->id, seq->tokens);
-    const int64_t remaining = seq->num_tokens() - hit;
+    // Decide on the probe, so a sequence that is not admitted leaves no trace in the cache
+    // (no lookup counted, no hit block moved in the LRU order).
+    const kv::KvCacheManager::PrefixProbe probe = kv_->ProbePrefix(seq->tokens);
+    const int64_t remaining = seq->num_tokens() - probe.hit_tokens;
     int64_t num_new = std::min(remaining, *budget_left);
     if (config_.long_prefill_chunk > 0) num_new = std::min(num_new, config_.long_prefill_chunk);
-    const int64_t total = hit + num_new;
-    // Reclaimed hit blocks already left the free count.
-    if (kv_->num_free_blocks() - kv_->BlocksNeeded(seq->id, total) < floor) {
-      kv_->FreeSequence(seq->id);  // give the hit blocks back; the queue head waits (FCFS)
-      break;
-    }
+    const int64_t total = probe.hit_tokens + num_new;
+    const int64_t block_size = kv_->block_size();
+    const int64_t new_blocks =
+        (total + block_size - 1) / block_size - probe.hit_tokens / block_size;
+    if (kv_->num_free_blocks() - probe.free_hit_blocks - new_blocks < floor) break;  // FCFS
+    const int64_t hit = kv_->StartSequence(seq->id, seq->tokens);
+    STRATA_CHECK(hit == probe.hit_tokens);
     const bool reserved = kv_->Reserve(seq->id, total);
     STRATA_CHECK(reserved);
 

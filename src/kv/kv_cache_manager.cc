@@ -23,22 +23,46 @@ int32_t KvCacheManager::block_size() const { return options_.block_size; }
 int32_t KvCacheManager::num_blocks() const { return pool_.num_blocks(); }
 int32_t KvCacheManager::num_free_blocks() const { return pool_.num_free(); }
 
+void KvCacheManager::FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits) const {
+  if (!options_.enable_prefix_caching || tokens.empty()) return;
+  const auto block_size = static_cast<std::size_t>(options_.block_size);
+  // The block holding the last token is never taken: its logits must come out of a forward.
+  const std::size_t max_blocks = (tokens.size() - 1) / block_size;
+  BlockHash last_hash = kRootBlockHash;
+  BlockId parent = -1;
+  for (std::size_t i = 0; i < max_blocks; ++i) {
+    const std::span<const int32_t> block_tokens = tokens.subspan(i * block_size, block_size);
+    const BlockHash hash = Hash(last_hash, block_tokens);
+    const auto found = cached_.find(hash);
+    if (found == cached_.end() || !Matches(found->second, parent, block_tokens)) break;
+    hits->push_back(found->second);
+    last_hash = hash;
+    parent = found->second;
+  }
+}
+
+KvCacheManager::PrefixProbe KvCacheManager::ProbePrefix(std::span<const int32_t> tokens) const {
+  std::vector<BlockId> hits;
+  FindPrefix(tokens, &hits);
+  PrefixProbe probe;
+  probe.hit_tokens = static_cast<int64_t>(hits.size()) * options_.block_size;
+  for (const BlockId block : hits) probe.free_hit_blocks += pool_.ref_count(block) == 0 ? 1 : 0;
+  return probe;
+}
+
 int64_t KvCacheManager::StartSequence(SequenceId id, std::span<const int32_t> tokens) {
   const auto [it, inserted] = sequences_.try_emplace(id, options_.block_size);
   STRATA_CHECK(inserted);  // id already live
   SequenceState& seq = it->second;
   if (!options_.enable_prefix_caching || tokens.empty()) return 0;
 
+  prefix_queries_ += static_cast<int64_t>((tokens.size() - 1) / options_.block_size);
+  std::vector<BlockId>& hits = new_blocks_;  // scratch
+  hits.clear();
+  FindPrefix(tokens, &hits);
   const auto block_size = static_cast<std::size_t>(options_.block_size);
-  // The block holding the last token is never taken: its logits must come out of a forward.
-  const std::size_t max_blocks = (tokens.size() - 1) / block_size;
-  prefix_queries_ += static_cast<int64_t>(max_blocks);
-  for (std::size_t i = 0; i < max_blocks; ++i) {
-    const std::span<const int32_t> block_tokens = tokens.subspan(i * block_size, block_size);
-    const BlockHash hash = Hash(seq.last_hash, block_tokens);
-    const auto found = cached_.find(hash);
-    if (found == cached_.end() || !Matches(found->second, seq.parent, block_tokens)) break;
-    const BlockId hit = found->second;
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    const BlockId hit = hits[i];
     if (pool_.ref_count(hit) == 0) {
       pool_.Reclaim(hit);
     } else {
@@ -46,7 +70,7 @@ int64_t KvCacheManager::StartSequence(SequenceId id, std::span<const int32_t> to
     }
     seq.table.Append(std::span<const BlockId>(&hit, 1));
     ++seq.num_hashed_blocks;
-    seq.last_hash = hash;
+    seq.last_hash = Hash(seq.last_hash, tokens.subspan(i * block_size, block_size));
     seq.parent = hit;
     seq.parent_generation = block_info_[hit].generation;
   }

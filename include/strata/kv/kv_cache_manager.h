@@ -86,6 +86,15 @@ class KvCacheManager {
   // block beyond those themselves (a cached free block is reclaimed, not allocated).
   int64_t StartSequence(SequenceId id, std::span<const int32_t> tokens);
 
+  // What StartSequence(id, tokens) would find now, without taking anything or counting a
+  // lookup: the hit in tokens, and how many of the hit blocks are free (taking them lowers
+  // num_free_blocks()). Lets the scheduler decide on admission before it starts a sequence.
+  struct PrefixProbe {
+    int64_t hit_tokens = 0;
+    int32_t free_hit_blocks = 0;
+  };
+  PrefixProbe ProbePrefix(std::span<const int32_t> tokens) const;
+
   // Makes sequence `id` (live) able to hold `total_tokens` tokens, allocating blocks as needed.
   // All or nothing: false (nothing taken) when the free blocks are too few.
   [[nodiscard]] bool Reserve(SequenceId id, int64_t total_tokens);
@@ -142,6 +151,9 @@ class KvCacheManager {
   SequenceState& Live(SequenceId id);
   const SequenceState& Live(SequenceId id) const;
   BlockHash Hash(BlockHash parent, std::span<const int32_t> tokens) const;
+  // The cached blocks holding the longest block-aligned prefix of `tokens` that leaves the
+  // last token out, in order (appended to *hits).
+  void FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits) const;
   // True when the registered block `id` holds `tokens` and was registered after `parent` (-1:
   // none) in its current generation: then its KV is that of `parent`'s prefix plus `tokens`.
   bool Matches(BlockId id, BlockId parent, std::span<const int32_t> tokens) const;

@@ -350,6 +350,35 @@ TEST(Scheduler, PrefixCacheHitReducesTheTokensScheduled) {
   EXPECT_EQ(h.kv().num_free_blocks(), 64);
 }
 
+// Admission is decided on a probe of the prefix cache: a waiting sequence held back, step
+// after step, neither counts lookups nor takes (and moves) its hit blocks.
+TEST(Scheduler, HeldBackSequenceLeavesThePrefixCacheUntouched) {
+  // 20 blocks of 4 tokens; while anything runs, admission keeps 10 free.
+  Harness h(Config(512, 64, /*watermark=*/0.5),
+            Cache(/*num_blocks=*/20, /*block_size=*/4, /*prefix_caching=*/true));
+  const std::vector<int32_t> prompt = Prompt(1, 9);  // 2 full blocks + 1 token
+  ASSERT_TRUE(h.Add(1, prompt, 1).ok());
+  h.Run();
+  ASSERT_NE(h.Finished(1), nullptr);
+  EXPECT_EQ(h.kv().Stats().cached_blocks, 2);
+  h.AddOk(2, 32, /*max_tokens=*/3);  // 8 blocks: 12 free after it
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{2, 0, 32, true}}));
+  // Sequence 3 hits the 2 cached (free) blocks and needs 1 more: 12 - 3 < 10, held back.
+  ASSERT_TRUE(h.Add(3, prompt, 1).ok());
+  const kv::KvCacheStats before = h.kv().Stats();
+  for (int64_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{2, 32 + i, 1, true}}));
+    EXPECT_EQ(h.kv().Stats().prefix_queries, before.prefix_queries) << "step " << i;
+    EXPECT_EQ(h.kv().Stats().prefix_hits, before.prefix_hits) << "step " << i;
+    EXPECT_EQ(h.kv().ProbePrefix(prompt).hit_tokens, 8) << "step " << i;
+  }
+  // Sequence 2 finished: 3 starts with its hit, counted once.
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{3, 8, 1, true}}));
+  EXPECT_EQ(h.kv().Stats().prefix_hits, before.prefix_hits + 2);
+  EXPECT_EQ(h.kv().Stats().prefix_queries, before.prefix_queries + 2);
+  EXPECT_EQ(h.kv().num_free_blocks(), 20);
+}
+
 TEST(Scheduler, RejectsARequestThatCanNeverFit) {
   Harness h(Config(512, 64, 0.0, 0, /*max_model_len=*/1024), Cache(/*num_blocks=*/10));
   Status s = h.Add(1, Prompt(1, 1000), 100);

@@ -167,6 +167,32 @@ TEST(KvCacheManager, SecondSequenceWithSamePromptHitsAllFullBlocksButTheLastToke
   EXPECT_EQ(kv.StartSequence(6, one_block), 0);
 }
 
+TEST(KvCacheManager, ProbeSeesTheHitWithoutTakingOrCountingIt) {
+  KvCacheManager kv(Options(16));
+  const Tokens prompt = Range(0, 10);
+  EXPECT_EQ(kv.ProbePrefix(prompt).hit_tokens, 0);
+  Prefill(&kv, 1, prompt);
+  const KvCacheStats before = kv.Stats();
+  // Live sequence 1 holds the blocks: a hit on them takes no free block.
+  KvCacheManager::PrefixProbe probe = kv.ProbePrefix(prompt);
+  EXPECT_EQ(probe.hit_tokens, 8);
+  EXPECT_EQ(probe.free_hit_blocks, 0);
+  kv.FreeSequence(1);
+  // Freed but cached: both hit blocks are now free ones that a start would reclaim.
+  probe = kv.ProbePrefix(prompt);
+  EXPECT_EQ(probe.hit_tokens, 8);
+  EXPECT_EQ(probe.free_hit_blocks, 2);
+  EXPECT_EQ(kv.ProbePrefix(Concat(Range(0, 4), Range(50, 6))).hit_tokens, 4);
+  // Probing changed nothing: no lookup counted, every block still free.
+  const KvCacheStats after = kv.Stats();
+  EXPECT_EQ(after.prefix_queries, before.prefix_queries);
+  EXPECT_EQ(after.prefix_hits, before.prefix_hits);
+  EXPECT_EQ(after.free_blocks, 16);
+  // And the start finds what the probe said.
+  EXPECT_EQ(kv.StartSequence(2, prompt), 8);
+  EXPECT_EQ(kv.Stats().free_blocks, 14);
+}
+
 TEST(KvCacheManager, EmptyAndOneTokenPromptsHitNothing) {
   KvCacheManager kv(Options(4));
   EXPECT_EQ(kv.StartSequence(1, Tokens{}), 0);

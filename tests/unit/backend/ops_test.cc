@@ -392,22 +392,28 @@ std::vector<float> Gates(int64_t n, std::mt19937& rng) {
 }
 
 TEST_P(OpsSizeTest, GeluTanhMulMatchesFloat64Reference) {
-  const int64_t n = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(n) * 13 + 2);
-  const std::vector<float> gate = Gates(n, rng);
-  const std::vector<float> up = Normal(n, rng);
-  std::vector<float> out(n, std::nanf(""));
-  GeluTanhMul(gate.data(), up.data(), n, out.data());
-  Worst worst;
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = gate[i];
-    const double want = GeluTanhRef(g) * up[i];
-    // 1 + tanh(..) cancels for negative gates: its absolute error (a few u) scales with
-    // 0.5 |g| |up|; elsewhere a few roundings relative.
-    const double tol = 8 * kU * std::fabs(want) + 4 * kU * (std::fabs(g) + 1) * std::fabs(up[i]);
-    worst.Track(i, out[i], want, tol);
+  // The vector path (where the CPU has AVX2+FMA) and the portable libm one.
+  for (const bool scalar : {false, true}) {
+    SetOpsForceScalar(scalar);
+    SCOPED_TRACE(scalar ? "scalar" : "best");
+    const int64_t n = GetParam();
+    std::mt19937 rng(static_cast<uint32_t>(n) * 13 + 2);
+    const std::vector<float> gate = Gates(n, rng);
+    const std::vector<float> up = Normal(n, rng);
+    std::vector<float> out(n, std::nanf(""));
+    GeluTanhMul(gate.data(), up.data(), n, out.data());
+    Worst worst;
+    for (int64_t i = 0; i < n; ++i) {
+      const double g = gate[i];
+      const double want = GeluTanhRef(g) * up[i];
+      // 1 + tanh(..) cancels for negative gates: its absolute error (a few u) scales with
+      // 0.5 |g| |up|; elsewhere a few roundings relative.
+      const double tol = 8 * kU * std::fabs(want) + 4 * kU * (std::fabs(g) + 1) * std::fabs(up[i]);
+      worst.Track(i, out[i], want, tol);
+    }
+    EXPECT_LE(worst.ratio, 1.0) << worst.Describe();
   }
-  EXPECT_LE(worst.ratio, 1.0) << worst.Describe();
+  SetOpsForceScalar(false);
 }
 
 // The tanh approximation, not the erf GELU: at x = 1 they differ by 1.5e-4.
@@ -426,34 +432,46 @@ TEST(GeluTanhMul, UsesTheTanhApproximation) {
 }
 
 TEST_P(OpsSizeTest, SiluMulMatchesFloat64Reference) {
-  const int64_t n = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(n) * 17 + 3);
-  const std::vector<float> gate = Gates(n, rng);
-  const std::vector<float> up = Normal(n, rng);
-  std::vector<float> out(n, std::nanf(""));
-  SiluMul(gate.data(), up.data(), n, out.data());
-  Worst worst;
-  for (int64_t i = 0; i < n; ++i) {
-    const double want = SiluRef(gate[i]) * up[i];
-    worst.Track(i, out[i], want, 16 * kU * std::fabs(want) + 1e-37);
+  // The vector path (where the CPU has AVX2+FMA) and the portable libm one.
+  for (const bool scalar : {false, true}) {
+    SetOpsForceScalar(scalar);
+    SCOPED_TRACE(scalar ? "scalar" : "best");
+    const int64_t n = GetParam();
+    std::mt19937 rng(static_cast<uint32_t>(n) * 17 + 3);
+    const std::vector<float> gate = Gates(n, rng);
+    const std::vector<float> up = Normal(n, rng);
+    std::vector<float> out(n, std::nanf(""));
+    SiluMul(gate.data(), up.data(), n, out.data());
+    Worst worst;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = SiluRef(gate[i]) * up[i];
+      worst.Track(i, out[i], want, 16 * kU * std::fabs(want) + 1e-37);
+    }
+    EXPECT_LE(worst.ratio, 1.0) << worst.Describe();
   }
-  EXPECT_LE(worst.ratio, 1.0) << worst.Describe();
+  SetOpsForceScalar(false);
 }
 
 // The CPU backend writes the activation over the gate buffer.
 TEST_P(OpsSizeTest, GatedActivationsMayWriteOverTheGate) {
-  const int64_t n = GetParam();
-  std::mt19937 rng(static_cast<uint32_t>(n) * 19 + 4);
-  const std::vector<float> gate = Gates(n, rng);
-  const std::vector<float> up = Normal(n, rng);
-  std::vector<float> separate(n), in_place = gate;
-  GeluTanhMul(gate.data(), up.data(), n, separate.data());
-  GeluTanhMul(in_place.data(), up.data(), n, in_place.data());
-  EXPECT_EQ(in_place, separate);
-  in_place = gate;
-  SiluMul(gate.data(), up.data(), n, separate.data());
-  SiluMul(in_place.data(), up.data(), n, in_place.data());
-  EXPECT_EQ(in_place, separate);
+  // The vector path (where the CPU has AVX2+FMA) and the portable libm one.
+  for (const bool scalar : {false, true}) {
+    SetOpsForceScalar(scalar);
+    SCOPED_TRACE(scalar ? "scalar" : "best");
+    const int64_t n = GetParam();
+    std::mt19937 rng(static_cast<uint32_t>(n) * 19 + 4);
+    const std::vector<float> gate = Gates(n, rng);
+    const std::vector<float> up = Normal(n, rng);
+    std::vector<float> separate(n), in_place = gate;
+    GeluTanhMul(gate.data(), up.data(), n, separate.data());
+    GeluTanhMul(in_place.data(), up.data(), n, in_place.data());
+    EXPECT_EQ(in_place, separate);
+    in_place = gate;
+    SiluMul(gate.data(), up.data(), n, separate.data());
+    SiluMul(in_place.data(), up.data(), n, in_place.data());
+    EXPECT_EQ(in_place, separate);
+  }
+  SetOpsForceScalar(false);
 }
 
 // ---- Element-wise ---------------------------------------------------------------------------

@@ -51,10 +51,25 @@ struct Engine::Live {
         detokenizer(tokenizer, /*render_special=*/false) {}
 
   std::shared_ptr<RequestStream> stream;
+  Clock::time_point submitted;
+  Clock::time_point first_scheduled;  // epoch until then
+  Clock::time_point first_token;      // epoch until then
+  RequestUsage usage;
   sampling::Sampler sampler;
   sampling::FinishChecker checker;
   tokenizer::IncrementalDetokenizer detokenizer;
 };
+
+void Engine::FillUsage(const Live& live, StreamChunk* last) {
+  const auto since_submit = [&](Clock::time_point t) {
+    return t == Clock::time_point() ? 0.0
+                                    : std::chrono::duration<double>(t - live.submitted).count();
+  };
+  last->usage = live.usage;
+  last->timing.queue_seconds = since_submit(live.first_scheduled);
+  last->timing.time_to_first_token_seconds = since_submit(live.first_token);
+  last->timing.total_seconds = since_submit(last->time);
+}
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(backend::Backend* backend,
                                                  const tokenizer::Tokenizer* tokenizer,
@@ -162,6 +177,8 @@ void Engine::Stop() {
       StreamChunk last;
       last.finish_reason = sampling::FinishReason::kCancelled;
       last.time = Clock::now();
+      last.usage.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
+      last.timing.total_seconds = std::chrono::duration<double>(last.time - s.submitted).count();
       s.stream->Push(std::move(last));
     }
     std::vector<RequestId> ids;
@@ -195,6 +212,14 @@ Status Engine::Step(bool* did_work) {
     return OkStatus();
   }
   *did_work = true;
+  const Clock::time_point scheduled_at = Clock::now();
+  for (const ScheduledSequence& s : out.scheduled) {
+    Live& live = *live_.at(s.seq->id);
+    if (live.first_scheduled == Clock::time_point()) {
+      live.first_scheduled = scheduled_at;
+      live.usage.cached_prompt_tokens = s.seq->num_cached_tokens;
+    }
+  }
   // A step that computes a generated token is an inter-token gap for that sequence.
   bool had_decodes = false;
   for (const ScheduledSequence& s : out.scheduled) had_decodes |= s.start_pos >= s.seq->prompt_len;
@@ -236,6 +261,9 @@ void Engine::TakeCancellations() {
       StreamChunk last;
       last.finish_reason = sampling::FinishReason::kCancelled;
       last.time = Clock::now();
+      last.usage.prompt_tokens = static_cast<int64_t>(queued.request.prompt.size());
+      last.timing.total_seconds =
+          std::chrono::duration<double>(last.time - queued.submitted).count();
       queued.stream->Push(std::move(last));
       std::lock_guard<std::mutex> lock(stats_mutex_);
       ++stats_.cancelled_total;
@@ -270,6 +298,8 @@ void Engine::TakeSubmissions() {
       ++stats_.failed_total;
       continue;
     }
+    live->submitted = s.submitted;
+    live->usage.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
     live_.emplace(s.id, std::move(live));
   }
 }
@@ -292,6 +322,7 @@ void Engine::Postprocess(const SchedulerOutput& out) {
     live.sampler.Accept(token);
     scheduler_.AppendToken(id, token);
     ++generated;
+    ++live.usage.completion_tokens;
     sampling::FinishChecker::Step step = live.checker.Append(token, live.detokenizer.Push(token));
     StreamChunk chunk;
     chunk.token_ids.push_back(token);
@@ -303,7 +334,9 @@ void Engine::Postprocess(const SchedulerOutput& out) {
       chunk.finish_reason = last.finish_reason;
     }
     chunk.time = Clock::now();
+    if (live.first_token == Clock::time_point()) live.first_token = chunk.time;
     const bool finished = chunk.finish_reason.has_value();
+    if (finished) FillUsage(live, &chunk);
     live.stream->Push(std::move(chunk));
     if (finished) {
       scheduler_.Finish(id);
@@ -326,6 +359,7 @@ void Engine::EndRequest(RequestId id, sampling::FinishReason reason, Status erro
   chunk.finish_reason = reason;
   chunk.error = std::move(error);
   chunk.time = Clock::now();
+  FillUsage(live, &chunk);
   live.stream->Push(std::move(chunk));
   live_.erase(it);
   std::lock_guard<std::mutex> lock(stats_mutex_);

@@ -124,6 +124,7 @@ class Engine {
   Status RunBatch(const SchedulerOutput& out);
   void Postprocess(const SchedulerOutput& out);
   void EndRequest(RequestId id, sampling::FinishReason reason, Status error);
+  static void FillUsage(const Live& live, StreamChunk* last);
   void PublishStats(const SchedulerOutput* out);
 
   backend::Backend* backend_;

@@ -26,12 +26,31 @@
 
 namespace strata::engine {
 
+// What a finished request consumed (on its last chunk).
+struct RequestUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  // Prompt tokens whose KV came from the prefix cache when the request was first scheduled.
+  int64_t cached_prompt_tokens = 0;
+};
+
+// Where a finished request's time went, in seconds from its Submit (on its last chunk). A
+// request that never reached a stage reports 0 for it.
+struct RequestTiming {
+  double queue_seconds = 0;                // until first scheduled
+  double time_to_first_token_seconds = 0;  // until its first token
+  double total_seconds = 0;                // until it finished
+};
+
 struct StreamChunk {
   std::vector<int32_t> token_ids;  // tokens generated since the previous chunk
   std::string text;                // text they made safe to show (may be "")
   // Set on the last chunk only.
   std::optional<sampling::FinishReason> finish_reason;
   Status error;  // not OK only on a last chunk with kError
+  // Set on the last chunk only.
+  RequestUsage usage;
+  RequestTiming timing;
   // Timing, for metrics: when the engine pushed the chunk.
   std::chrono::steady_clock::time_point time;
 };

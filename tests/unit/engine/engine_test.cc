@@ -27,6 +27,8 @@ struct Output {
   std::string text;
   std::optional<FinishReason> finish;
   Status error;
+  RequestUsage usage;
+  RequestTiming timing;
   int chunks = 0;
 };
 
@@ -40,6 +42,8 @@ void Collect(RequestStream& stream, Output* out) {
     if (chunk.finish_reason) {
       out->finish = chunk.finish_reason;
       out->error = chunk.error;
+      out->usage = chunk.usage;
+      out->timing = chunk.timing;
     }
   }
 }
@@ -145,6 +149,12 @@ TEST_F(EngineTest, OneRequestGivesTheGeneratorsTokensAndText) {
   EXPECT_EQ(out[0].finish, FinishReason::kLength);
   EXPECT_TRUE(out[0].error.ok());
   EXPECT_EQ(out[0].chunks, 20);  // one chunk per token, the last one carries the reason
+  EXPECT_EQ(out[0].usage.prompt_tokens, 9);
+  EXPECT_EQ(out[0].usage.completion_tokens, 20);
+  EXPECT_EQ(out[0].usage.cached_prompt_tokens, 0);
+  EXPECT_GE(out[0].timing.queue_seconds, 0);
+  EXPECT_GT(out[0].timing.time_to_first_token_seconds, out[0].timing.queue_seconds);
+  EXPECT_GT(out[0].timing.total_seconds, out[0].timing.time_to_first_token_seconds);
   const EngineStats stats = engine->Stats();
   EXPECT_EQ(stats.finished_total, 1);
   EXPECT_EQ(stats.generated_tokens_total, 20);
@@ -200,6 +210,8 @@ TEST_F(EngineTest, ASecondRequestWithTheSamePromptHitsThePrefixCache) {
     } else {
       EXPECT_EQ(out[0].tokens, first[0].tokens);
       EXPECT_EQ(engine->Stats().kv.prefix_hit_tokens, 20);
+      EXPECT_EQ(out[0].usage.cached_prompt_tokens, 20);
+      EXPECT_EQ(out[0].usage.prompt_tokens, 23);
     }
   }
   EXPECT_EQ(first[0].tokens, Alone(r.prompt, r.params));
@@ -277,6 +289,10 @@ TEST_F(EngineTest, CancelEndsQueuedAndRunningRequestsAndFreesTheirBlocks) {
   EXPECT_LT(a.tokens.size(), 40u);
   EXPECT_EQ(b.finish, FinishReason::kCancelled);
   EXPECT_TRUE(b.tokens.empty());
+  EXPECT_EQ(a.usage.completion_tokens, static_cast<int64_t>(a.tokens.size()));
+  EXPECT_EQ(b.usage.prompt_tokens, 10);
+  EXPECT_EQ(b.usage.completion_tokens, 0);
+  EXPECT_EQ(b.timing.time_to_first_token_seconds, 0);  // never reached
   const EngineStats stats = engine->Stats();
   EXPECT_EQ(stats.cancelled_total, 2);
   EXPECT_EQ(stats.kv.used_blocks, 0);

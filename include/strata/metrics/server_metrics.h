@@ -1,0 +1,131 @@
+// ServerMetrics: every metric the server exports, in one Prometheus registry, recorded where
+// the facts happen (docs/metrics.md lists them).
+//
+// Latencies go into both a histogram (`strata_<what>_seconds`, aggregatable across replicas;
+// buckets from 0.5 ms to 5 min so one layout serves CPU and GPU servers) and a summary with
+// quantiles 0.5/0.9/0.95/0.99 over a sliding window (`strata_<what>_quantiles_seconds`, what
+// an operator reads directly). A word before the unit keeps the two families apart; it is not
+// "_summary" because promtool's linter rejects a summary whose name contains its type.
+//
+// The module depends on `common` only: callers translate their own types into the plain
+// records below (the server does it for the engine's usage, timing and step statistics).
+//
+// Thread rules: every method is thread-safe (prometheus-cpp metrics are); ObserveStep is meant
+// for one thread (it turns the engine's running totals into counter increments).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+class Summary;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace strata::metrics {
+
+// One finished request. Seconds are from its submission; a negative value means the request
+// never reached that stage (e.g. cancelled while queued), and is not observed.
+struct RequestRecord {
+  std::string finish_reason;  // "stop", "length", "cancelled", "error"
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  double queue_seconds = -1;
+  double time_to_first_token_seconds = -1;
+  double e2e_seconds = -1;
+};
+
+// The engine after one step. The totals are running totals since start; ServerMetrics adds
+// their growth to its counters.
+struct StepRecord {
+  int64_t running = 0;
+  int64_t waiting = 0;  // queued + waiting in the scheduler
+  int64_t batch_sequences = 0;
+  int64_t batch_tokens = 0;
+  double kv_usage_ratio = 0;  // used blocks / all blocks
+  int64_t preemptions_total = 0;
+  int64_t prefix_queries_total = 0;  // prompt blocks looked up
+  int64_t prefix_hits_total = 0;     // of which found
+};
+
+struct BuildInfo {
+  std::string version;
+  std::string commit;
+  std::string backend;  // "cpu", "cuda"
+  std::string model;    // the model's name
+};
+
+class ServerMetrics {
+ public:
+  // `summary_window`: how far back the summaries' quantiles look.
+  explicit ServerMetrics(const BuildInfo& build,
+                         std::chrono::seconds summary_window = std::chrono::seconds(600));
+  ~ServerMetrics();
+
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  // A request ended (any reason): counters, and the latencies it reached.
+  void ObserveRequest(const RequestRecord& request);
+  // A gap between two tokens of one request.
+  void ObserveInterTokenLatency(double seconds);
+  // `n` tokens generated now (for the tokens-per-second gauge and the counter).
+  void CountGeneratedTokens(int64_t n);
+  // A request refused or failed with a gRPC status code name ("INVALID_ARGUMENT", ...).
+  void CountError(std::string_view code);
+  // The engine's state after a step.
+  void ObserveStep(const StepRecord& step);
+
+  // The exposition in Prometheus' text format (what /metrics serves).
+  std::string Serialize() const;
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+ private:
+  struct Latency {
+    prometheus::Histogram* histogram;
+    prometheus::Summary* summary;
+    void Observe(double seconds) const;
+  };
+  Latency AddLatency(const std::string& what, const std::string& help);
+  void UpdateTokensPerSecond(int64_t n);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::chrono::seconds summary_window_;
+
+  Latency ttft_{};
+  Latency itl_{};
+  Latency e2e_{};
+  Latency queue_{};
+  Latency prefill_{};
+  prometheus::Counter* prompt_tokens_ = nullptr;
+  prometheus::Counter* generation_tokens_ = nullptr;
+  prometheus::Counter* preemptions_ = nullptr;
+  prometheus::Counter* prefix_queries_ = nullptr;
+  prometheus::Counter* prefix_hits_ = nullptr;
+  prometheus::Family<prometheus::Counter>* requests_ = nullptr;  // {finish_reason}
+  prometheus::Family<prometheus::Counter>* errors_ = nullptr;    // {code}
+  prometheus::Gauge* running_ = nullptr;
+  prometheus::Gauge* waiting_ = nullptr;
+  prometheus::Gauge* kv_usage_ = nullptr;
+  prometheus::Gauge* batch_size_ = nullptr;
+  prometheus::Gauge* tokens_per_second_ = nullptr;
+  prometheus::Histogram* iteration_tokens_ = nullptr;
+
+  std::mutex mutex_;  // guards what follows
+  StepRecord last_step_;
+  // Generated tokens per second over the last few seconds: (time, tokens) entries.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;
+};
+
+}  // namespace strata::metrics

@@ -1,0 +1,167 @@
+#include "strata/metrics/server_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/summary.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace strata::metrics {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tokens-per-second gauge window.
+constexpr auto kRateWindow = std::chrono::seconds(10);
+
+// From 0.5 ms (a GPU's inter-token gap) to 5 minutes (a long CPU request).
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15,  0.25, 0.5,
+          0.75,   1.0,   2.5,    5.0,   7.5,  10.0,  20.0, 30.0,  60.0, 120.0, 300.0};
+}
+
+prometheus::Summary::Quantiles Quantiles() {
+  // (quantile, allowed rank error)
+  return {{0.5, 0.01}, {0.9, 0.005}, {0.95, 0.002}, {0.99, 0.001}};
+}
+
+}  // namespace
+
+void ServerMetrics::Latency::Observe(double seconds) const {
+  histogram->Observe(seconds);
+  summary->Observe(seconds);
+}
+
+ServerMetrics::Latency ServerMetrics::AddLatency(const std::string& what, const std::string& help) {
+  Latency l;
+  l.histogram = &prometheus::BuildHistogram()
+                     .Name("strata_" + what + "_seconds")
+                     .Help(help)
+                     .Register(*registry_)
+                     .Add({}, LatencyBuckets());
+  l.summary = &prometheus::BuildSummary()
+                   .Name("strata_" + what + "_quantiles_seconds")
+                   .Help(help + " (quantiles over a sliding window)")
+                   .Register(*registry_)
+                   .Add({}, Quantiles(), summary_window_, 5);
+  return l;
+}
+
+ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summary_window)
+    : registry_(std::make_shared<prometheus::Registry>()), summary_window_(summary_window) {
+  ttft_ = AddLatency("time_to_first_token", "Time from a request's arrival to its first token");
+  itl_ = AddLatency("inter_token_latency", "Time between two tokens of one request");
+  e2e_ = AddLatency("e2e_request_latency", "Time from a request's arrival to its end");
+  queue_ = AddLatency("request_queue_time", "Time a request waited before its first step");
+  prefill_ =
+      AddLatency("request_prefill_time", "Time from a request's first step to its first token");
+
+  auto counter = [&](const std::string& name, const std::string& help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
+  };
+  prompt_tokens_ = counter("strata_prompt_tokens_total", "Prompt tokens of finished requests");
+  generation_tokens_ = counter("strata_generation_tokens_total", "Tokens generated");
+  preemptions_ = counter("strata_preemptions_total", "Sequences preempted for KV blocks");
+  prefix_queries_ =
+      counter("strata_prefix_cache_queries_total", "Prompt KV blocks looked up in the cache");
+  prefix_hits_ = counter("strata_prefix_cache_hits_total", "Prompt KV blocks found in the cache");
+  requests_ = &prometheus::BuildCounter()
+                   .Name("strata_requests_total")
+                   .Help("Requests ended, by finish reason")
+                   .Register(*registry_);
+  errors_ = &prometheus::BuildCounter()
+                 .Name("strata_request_errors_total")
+                 .Help("Requests refused or failed, by gRPC status code")
+                 .Register(*registry_);
+
+  auto gauge = [&](const std::string& name, const std::string& help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
+  };
+  running_ = gauge("strata_requests_running", "Requests being generated");
+  waiting_ = gauge("strata_requests_waiting", "Requests waiting for their first step");
+  kv_usage_ = gauge("strata_kv_cache_usage_ratio", "KV cache blocks in use over all blocks");
+  batch_size_ = gauge("strata_batch_size", "Sequences in the last engine step");
+  tokens_per_second_ = gauge("strata_generation_tokens_per_second",
+                             "Tokens generated per second over the last 10 seconds");
+  iteration_tokens_ =
+      &prometheus::BuildHistogram()
+           .Name("strata_iteration_tokens")
+           .Help("Tokens computed per engine step")
+           .Register(*registry_)
+           .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
+                                                            1024, 2048, 4096, 8192});
+  prometheus::BuildGauge()
+      .Name("strata_build_info")
+      .Help("Version and configuration of this server (always 1)")
+      .Register(*registry_)
+      .Add({{"version", build.version},
+            {"commit", build.commit},
+            {"backend", build.backend},
+            {"model", build.model}})
+      .Set(1);
+}
+
+ServerMetrics::~ServerMetrics() = default;
+
+void ServerMetrics::ObserveRequest(const RequestRecord& r) {
+  requests_->Add({{"finish_reason", r.finish_reason}}).Increment();
+  prompt_tokens_->Increment(static_cast<double>(r.prompt_tokens));
+  if (r.queue_seconds >= 0) queue_.Observe(r.queue_seconds);
+  if (r.time_to_first_token_seconds >= 0) {
+    ttft_.Observe(r.time_to_first_token_seconds);
+    if (r.queue_seconds >= 0) {
+      prefill_.Observe(std::max(0.0, r.time_to_first_token_seconds - r.queue_seconds));
+    }
+  }
+  if (r.e2e_seconds >= 0) e2e_.Observe(r.e2e_seconds);
+}
+
+void ServerMetrics::ObserveInterTokenLatency(double seconds) { itl_.Observe(seconds); }
+
+void ServerMetrics::CountGeneratedTokens(int64_t n) {
+  if (n <= 0) return;
+  generation_tokens_->Increment(static_cast<double>(n));
+  UpdateTokensPerSecond(n);
+}
+
+void ServerMetrics::UpdateTokensPerSecond(int64_t n) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  recent_.emplace_back(now, n);
+  while (!recent_.empty() && now - recent_.front().first > kRateWindow) recent_.pop_front();
+  int64_t total = 0;
+  for (const auto& [time, tokens] : recent_) total += tokens;
+  tokens_per_second_->Set(static_cast<double>(total) /
+                          std::chrono::duration<double>(kRateWindow).count());
+}
+
+void ServerMetrics::CountError(std::string_view code) {
+  errors_->Add({{"code", std::string(code)}}).Increment();
+}
+
+void ServerMetrics::ObserveStep(const StepRecord& step) {
+  running_->Set(static_cast<double>(step.running));
+  waiting_->Set(static_cast<double>(step.waiting));
+  kv_usage_->Set(step.kv_usage_ratio);
+  batch_size_->Set(static_cast<double>(step.batch_sequences));
+  if (step.batch_tokens > 0) iteration_tokens_->Observe(static_cast<double>(step.batch_tokens));
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto grow = [](prometheus::Counter* counter, int64_t now, int64_t before) {
+    if (now > before) counter->Increment(static_cast<double>(now - before));
+  };
+  grow(preemptions_, step.preemptions_total, last_step_.preemptions_total);
+  grow(prefix_queries_, step.prefix_queries_total, last_step_.prefix_queries_total);
+  grow(prefix_hits_, step.prefix_hits_total, last_step_.prefix_hits_total);
+  last_step_ = step;
+}
+
+std::string ServerMetrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace strata::metrics

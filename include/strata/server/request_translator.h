@@ -1,0 +1,64 @@
+// RequestTranslator: a strata.v1.GenerateRequest from the network -> an engine::Request, with
+// every field checked. Nothing the client sends reaches the engine unvalidated; each violation
+// is INVALID_ARGUMENT with a message that names the field and its allowed range, so a client
+// can fix its request from the message alone.
+//
+// Input: exactly one of a prompt string (valid UTF-8, non-empty, size-limited; encoded with
+// BOS as the model asks, special-token text left as text), token ids (non-empty, each in the
+// vocabulary) or chat messages (roles system/user/assistant, valid UTF-8, rendered by the
+// model's chat template and encoded with its special tokens). Sampling fields left unset take
+// the server defaults; a request without a seed gets `drawn_seed`. Then prompt + max_tokens
+// must fit the context.
+//
+// Thread rules: immutable after construction; any thread may Translate concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "strata/common/status.h"
+#include "strata/engine/request.h"
+#include "strata/tokenizer/chat_template.h"
+#include "strata/tokenizer/tokenizer.h"
+#include "strata/v1/generation.pb.h"
+
+namespace strata::server {
+
+struct TranslatorLimits {
+  int64_t context_length = 0;          // prompt + max_tokens at most (tokens)
+  size_t max_prompt_bytes = 1 << 20;   // a prompt string, or all chat contents together
+  size_t max_prompt_tokens = 1 << 20;  // token-id input
+  size_t max_chat_messages = 1024;
+  size_t max_request_id_bytes = 128;
+  int32_t max_abs_priority = 1000;
+  int32_t default_max_tokens = 256;
+};
+
+struct TranslatedRequest {
+  engine::Request request;
+  std::string request_id;  // the client's (validated) id, "" when none was given
+  uint64_t seed = 0;       // the seed used, drawn or given
+};
+
+class RequestTranslator {
+ public:
+  // `tokenizer` must outlive the translator; `chat_template` may be null (chat input is then
+  // FAILED_PRECONDITION: the model has no template).
+  RequestTranslator(const tokenizer::Tokenizer* tokenizer,
+                    const tokenizer::ChatTemplate* chat_template, const TranslatorLimits& limits);
+
+  StatusOr<TranslatedRequest> Translate(const v1::GenerateRequest& request,
+                                        uint64_t drawn_seed) const;
+
+ private:
+  StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& request) const;
+  StatusOr<sampling::SamplingParams> Sampling(const v1::SamplingParams& sampling,
+                                              uint64_t drawn_seed) const;
+
+  const tokenizer::Tokenizer* tokenizer_;
+  const tokenizer::ChatTemplate* chat_template_;
+  TranslatorLimits limits_;
+};
+
+}  // namespace strata::server

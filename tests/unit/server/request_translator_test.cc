@@ -1,0 +1,196 @@
+#include "strata/server/request_translator.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "support/tiny_llama.h"
+
+namespace strata::server {
+namespace {
+
+using strata::testing::tiny_llama::MakeTokenizer;
+
+class RequestTranslatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokenizer_ = MakeTokenizer();
+    ASSERT_NE(tokenizer_, nullptr);
+    auto chat = tokenizer::ChatTemplateRegistry::Global().Create("chatml");
+    ASSERT_TRUE(chat.ok()) << chat.status().ToString();
+    chat_ = std::move(*chat);
+    limits_.context_length = 64;
+    limits_.default_max_tokens = 16;
+  }
+
+  StatusOr<TranslatedRequest> Translate(const v1::GenerateRequest& r, bool with_chat = true) {
+    RequestTranslator t(tokenizer_.get(), with_chat ? chat_.get() : nullptr, limits_);
+    return t.Translate(r, /*drawn_seed=*/777);
+  }
+
+  // Expects INVALID_ARGUMENT whose message contains `field`.
+  void ExpectInvalid(const v1::GenerateRequest& r, const std::string& field) {
+    auto out = Translate(r);
+    ASSERT_FALSE(out.ok()) << "accepted; expected an error naming " << field;
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument) << out.status().ToString();
+    EXPECT_NE(out.status().message().find(field), std::string::npos) << out.status().message();
+  }
+
+  static v1::GenerateRequest Prompt(const std::string& text) {
+    v1::GenerateRequest r;
+    r.set_prompt(text);
+    return r;
+  }
+
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<tokenizer::ChatTemplate> chat_;
+  TranslatorLimits limits_;
+};
+
+TEST_F(RequestTranslatorTest, PromptIsEncodedWithBosAndServerDefaults) {
+  auto out = Translate(Prompt("bakado"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->request.prompt,
+            tokenizer_->Encode("bakado", {/*add_special=*/true, /*parse_special=*/false}));
+  EXPECT_EQ(out->request.prompt.front(), 1);  // BOS
+  EXPECT_EQ(out->request.params.max_tokens, 16);
+  EXPECT_EQ(out->request.params.temperature, 1.0f);
+  EXPECT_EQ(out->seed, 777u);  // drawn
+  EXPECT_EQ(out->request.params.seed, 777u);
+}
+
+TEST_F(RequestTranslatorTest, SetFieldsOverrideTheDefaults) {
+  v1::GenerateRequest r = Prompt("ba");
+  r.set_request_id("client-42");
+  r.set_priority(3);
+  v1::SamplingParams* s = r.mutable_sampling();
+  s->set_max_tokens(5);
+  s->set_temperature(0);
+  s->set_top_p(0.5f);
+  s->set_top_k(7);
+  s->set_seed(9);
+  s->add_stop("da");
+  s->add_stop_token_ids(2);
+  s->set_ignore_eos(true);
+  s->set_logprobs(3);
+  auto out = Translate(r);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const sampling::SamplingParams& p = out->request.params;
+  EXPECT_EQ(out->request_id, "client-42");
+  EXPECT_EQ(out->request.priority, 3);
+  EXPECT_EQ(p.max_tokens, 5);
+  EXPECT_EQ(p.temperature, 0.0f);  // an explicit 0 is kept (proto3 optional)
+  EXPECT_EQ(p.top_p, 0.5f);
+  EXPECT_EQ(p.top_k, 7);
+  EXPECT_EQ(p.seed, 9u);
+  EXPECT_EQ(out->seed, 9u);
+  EXPECT_EQ(p.stop, std::vector<std::string>({"da"}));
+  EXPECT_EQ(p.stop_token_ids, std::vector<int32_t>({2}));
+  EXPECT_TRUE(p.ignore_eos);
+  EXPECT_EQ(p.logprobs, 3);
+}
+
+TEST_F(RequestTranslatorTest, TokenIdsPassThroughAndMustBeInTheVocabulary) {
+  v1::GenerateRequest r;
+  r.mutable_token_ids()->add_ids(1);
+  r.mutable_token_ids()->add_ids(5);
+  auto out = Translate(r);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->request.prompt, std::vector<int32_t>({1, 5}));
+  r.mutable_token_ids()->add_ids(100000);
+  ExpectInvalid(r, "token_ids.ids[2]");
+  r.mutable_token_ids()->set_ids(2, -1);
+  ExpectInvalid(r, "token_ids.ids[2]");
+  r.mutable_token_ids()->clear_ids();
+  ExpectInvalid(r, "token_ids.ids must not be empty");
+}
+
+TEST_F(RequestTranslatorTest, ChatIsRenderedByTheTemplate) {
+  v1::GenerateRequest r;
+  v1::ChatMessage* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("ba");
+  auto out = Translate(r);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<tokenizer::ChatMessage> turns = {{"user", "ba"}};
+  auto text = chat_->Render(turns, {});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(out->request.prompt, tokenizer_->Encode(*text, {true, true}));
+
+  m->set_role("wizard");
+  ExpectInvalid(r, "chat.messages[0].role");
+  m->set_role("user");
+  m->set_content("\xC0\xAF");
+  ExpectInvalid(r, "chat.messages[0].content must be valid UTF-8");
+  r.mutable_chat()->clear_messages();
+  ExpectInvalid(r, "chat.messages must not be empty");
+
+  v1::GenerateRequest ok_chat;
+  ok_chat.mutable_chat()->add_messages()->set_role("user");
+  auto no_template = Translate(ok_chat, /*with_chat=*/false);
+  EXPECT_EQ(no_template.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RequestTranslatorTest, EveryBadFieldIsNamed) {
+  ExpectInvalid(v1::GenerateRequest(), "input must be one of prompt, token_ids or chat");
+  ExpectInvalid(Prompt(""), "prompt must not be empty");
+  ExpectInvalid(Prompt("ba\xFF"), "prompt must be valid UTF-8");
+  limits_.max_prompt_bytes = 4;
+  ExpectInvalid(Prompt("bababa"), "prompt must be at most 4 bytes");
+  limits_.max_prompt_bytes = 1 << 20;
+
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    std::function<void(v1::SamplingParams*)> set;
+    std::string field;
+  };
+  const Case cases[] = {
+      {[](v1::SamplingParams* s) { s->set_max_tokens(0); }, "sampling.max_tokens"},
+      {[](v1::SamplingParams* s) { s->set_max_tokens(-5); }, "sampling.max_tokens"},
+      {[](v1::SamplingParams* s) { s->set_temperature(-1); }, "sampling.temperature"},
+      {[&](v1::SamplingParams* s) { s->set_temperature(nan); }, "sampling.temperature"},
+      {[&](v1::SamplingParams* s) { s->set_temperature(inf); }, "sampling.temperature"},
+      {[](v1::SamplingParams* s) { s->set_top_p(0); }, "sampling.top_p"},
+      {[](v1::SamplingParams* s) { s->set_top_p(1.5f); }, "sampling.top_p"},
+      {[&](v1::SamplingParams* s) { s->set_top_p(nan); }, "sampling.top_p"},
+      {[](v1::SamplingParams* s) { s->set_top_k(-1); }, "sampling.top_k"},
+      {[](v1::SamplingParams* s) { s->set_min_p(2); }, "sampling.min_p"},
+      {[](v1::SamplingParams* s) { s->set_repetition_penalty(0); }, "sampling.repetition_penalty"},
+      {[](v1::SamplingParams* s) { s->set_presence_penalty(3); }, "sampling.presence_penalty"},
+      {[](v1::SamplingParams* s) { s->set_frequency_penalty(-3); }, "sampling.frequency_penalty"},
+      {[](v1::SamplingParams* s) { s->set_logprobs(21); }, "sampling.logprobs"},
+      {[](v1::SamplingParams* s) { s->add_stop_token_ids(1 << 30); }, "sampling.stop_token_ids"},
+      {[](v1::SamplingParams* s) { s->add_stop(""); }, "sampling.stop"},
+      {[](v1::SamplingParams* s) { s->add_stop(std::string(300, 'a')); }, "sampling.stop"},
+      {[](v1::SamplingParams* s) {
+         for (int i = 0; i < 17; ++i) s->add_stop(std::string(1 + i, 'x'));
+       },
+       "sampling.stop"},
+      {[](v1::SamplingParams* s) { s->add_stop("\xED\xA0\x80"); }, "sampling.stop[0]"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest r = Prompt("ba");
+    c.set(r.mutable_sampling());
+    ExpectInvalid(r, c.field);
+  }
+
+  v1::GenerateRequest r = Prompt("ba");
+  r.mutable_sampling()->set_max_tokens(64);  // 2 prompt tokens + 64 > 64
+  ExpectInvalid(r, "sampling.max_tokens");
+  r.mutable_sampling()->set_max_tokens(62);
+  EXPECT_TRUE(Translate(r).ok());
+  r.set_priority(5000);
+  ExpectInvalid(r, "priority must be between -1000 and 1000");
+  r.set_priority(0);
+  r.set_request_id(std::string(200, 'r'));
+  ExpectInvalid(r, "request_id must be at most 128 bytes");
+  r.set_request_id("\xFF");
+  ExpectInvalid(r, "request_id must be valid UTF-8");
+}
+
+}  // namespace
+}  // namespace strata::server

@@ -34,7 +34,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -43,7 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_env import cpu_model, peer_source, resolve, strata_commit
+
 THROUGHPUT_GOAL = 1.5  # Strata / llama.cpp output tokens/s at GOAL_N
 GOAL_N = 16
 RISING_FROM, RISING_TO = 16, 32
@@ -63,9 +63,6 @@ class Samples:
     llama: list[dict] = field(default_factory=list)
 
 
-def resolve(path: str) -> Path:
-    p = Path(path)
-    return p if p.is_absolute() else ROOT / p
 
 
 def run(argv: list[str], timeout: float) -> str:
@@ -127,33 +124,10 @@ def run_llama(args: argparse.Namespace, n: int) -> dict:
     raise BenchError(f"llama-batched-bench printed no result for N={n} (context too small?)")
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
-def strata_commit() -> str:
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True,
-                               check=True).stdout.strip()
-        return head + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
-def peer_source(binary: Path) -> str:
-    try:
-        return "`" + (binary.parent / "SOURCE").read_text().strip() + "`"
-    except OSError:
-        return "an unknown source"
 
 
 def med(rows: list[dict], key: str) -> float | None:

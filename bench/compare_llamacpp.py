@@ -22,7 +22,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_env import cpu_model, peer_source, resolve, strata_commit
+
 MIB = 1 << 20
 RSS_OVERHEAD_BYTES = 150 * MIB
 DECODE_GOAL = 1.3
@@ -61,9 +61,6 @@ class BenchError(RuntimeError):
     pass
 
 
-def resolve(path: str) -> Path:
-    p = Path(path)
-    return p if p.is_absolute() else ROOT / p
 
 
 def run_measured(argv: list[str]) -> tuple[str, int]:
@@ -136,34 +133,10 @@ def llama_supports_depth(binary: Path) -> bool:
     return "--n-depth" in usage
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
-def strata_commit() -> str:
-    try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True,
-                               check=True).stdout.strip()
-        return head + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
-def peer_source(llama_bench: Path) -> str:
-    """The registry package scripts/setup_peer built llama-bench from (its SOURCE file)."""
-    try:
-        return "`" + (llama_bench.parent / "SOURCE").read_text().strip() + "`"
-    except OSError:
-        return "an unknown source"
 
 
 def mib(n: float) -> str:

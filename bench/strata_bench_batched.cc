@@ -60,6 +60,7 @@
 #include <string>
 #include <vector>
 
+#include "prompt_source.h"
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/backend/cpu/kv_storage.h"
 #include "strata/engine/engine.h"
@@ -72,6 +73,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using strata::backend::cpu::CpuBackend;
 using strata::backend::cpu::CpuBackendOptions;
+using strata::bench::PromptSource;
 using strata::engine::BatchingMode;
 using strata::engine::Engine;
 using strata::engine::EngineOptions;
@@ -138,58 +140,6 @@ std::vector<int64_t> ParseList(const std::string& flag, const std::string& value
   }
   return list;
 }
-
-// Prompt ids as strata-bench-generate draws them: BOS (when the vocab adds one) followed by
-// uniform draws from the normal tokens.
-class PromptSource {
- public:
-  static PromptSource FromGguf(const strata::model::GgufFile& file, int64_t vocab_size,
-                               uint64_t seed) {
-    PromptSource source(seed);
-    auto types = file.GetArray("tokenizer.ggml.token_type");
-    if (types.ok() && static_cast<int64_t>((*types)->array_size()) == vocab_size) {
-      constexpr int64_t kNormalTokenType = 1;  // llama_token_type LLAMA_TOKEN_TYPE_NORMAL
-      for (int64_t id = 0; id < vocab_size; ++id) {
-        if ((*types)->ArrayInt(static_cast<uint64_t>(id)) == kNormalTokenType) {
-          source.ids_.push_back(static_cast<int32_t>(id));
-        }
-      }
-    }
-    if (source.ids_.empty()) {
-      for (int64_t id = 0; id < vocab_size; ++id) source.ids_.push_back(static_cast<int32_t>(id));
-    }
-    auto add_bos = file.GetBool("tokenizer.ggml.add_bos_token");
-    auto bos = file.GetUint("tokenizer.ggml.bos_token_id");
-    if (add_bos.ok() && *add_bos && bos.ok() && *bos < static_cast<uint64_t>(vocab_size)) {
-      source.bos_ = static_cast<int32_t>(*bos);
-    }
-    return source;
-  }
-
-  void Reseed(uint64_t seed) { rng_.seed(seed); }
-
-  // A prompt: BOS (if any), then random tokens, `n` in all.
-  std::vector<int32_t> Prompt(int64_t n) {
-    std::vector<int32_t> tokens = Draw(n);
-    if (bos_ >= 0 && n > 0) tokens[0] = bos_;
-    return tokens;
-  }
-
-  // `n` random tokens, no BOS (a continuation).
-  std::vector<int32_t> Draw(int64_t n) {
-    std::vector<int32_t> tokens(static_cast<size_t>(n));
-    std::uniform_int_distribution<size_t> pick(0, ids_.size() - 1);
-    for (int32_t& t : tokens) t = ids_[pick(rng_)];
-    return tokens;
-  }
-
- private:
-  explicit PromptSource(uint64_t seed) : rng_(seed) {}
-
-  std::mt19937_64 rng_;
-  std::vector<int32_t> ids_;
-  int32_t bos_ = -1;
-};
 
 // What one request's stream showed.
 struct Trace {

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "prompt_source.h"
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
@@ -45,6 +46,7 @@ using strata::backend::SequenceSlice;
 using strata::backend::cpu::CpuBackend;
 using strata::backend::cpu::CpuBackendOptions;
 using strata::backend::cpu::KvDtype;
+using strata::bench::PromptSource;
 
 constexpr char kUsage[] =
     "usage: strata-bench-generate --model MODEL.gguf [flags]\n"
@@ -73,50 +75,6 @@ int64_t ParseInt(const std::string& flag, const char* value, int64_t min) {
   if (v < min) Fail(flag + " must be at least " + std::to_string(min) + ", got " + value);
   return v;
 }
-
-// Prompt ids: BOS (when the vocab adds one) followed by uniform draws from the normal tokens.
-class PromptSource {
- public:
-  static PromptSource FromGguf(const strata::model::GgufFile& file, int64_t vocab_size,
-                               uint64_t seed) {
-    PromptSource source(seed);
-    auto types = file.GetArray("tokenizer.ggml.token_type");
-    if (types.ok() && static_cast<int64_t>((*types)->array_size()) == vocab_size) {
-      constexpr int64_t kNormalTokenType = 1;  // llama_token_type LLAMA_TOKEN_TYPE_NORMAL
-      for (int64_t id = 0; id < vocab_size; ++id) {
-        if ((*types)->ArrayInt(static_cast<uint64_t>(id)) == kNormalTokenType) {
-          source.ids_.push_back(static_cast<int32_t>(id));
-        }
-      }
-    }
-    if (source.ids_.empty()) {
-      for (int64_t id = 0; id < vocab_size; ++id) source.ids_.push_back(static_cast<int32_t>(id));
-    }
-    auto add_bos = file.GetBool("tokenizer.ggml.add_bos_token");
-    auto bos = file.GetUint("tokenizer.ggml.bos_token_id");
-    if (add_bos.ok() && *add_bos && bos.ok() && *bos < static_cast<uint64_t>(vocab_size)) {
-      source.bos_ = static_cast<int32_t>(*bos);
-    }
-    return source;
-  }
-
-  std::vector<int32_t> Prompt(int64_t n) {
-    std::vector<int32_t> tokens(static_cast<size_t>(n));
-    std::uniform_int_distribution<size_t> pick(0, ids_.size() - 1);
-    for (int64_t i = 0; i < n; ++i) tokens[i] = i == 0 && bos_ >= 0 ? bos_ : ids_[pick(rng_)];
-    return tokens;
-  }
-
-  // The token a decode test starts from when it has no prompt (llama-bench: BOS or random).
-  int32_t First() { return bos_ >= 0 ? bos_ : Prompt(1)[0]; }
-
- private:
-  explicit PromptSource(uint64_t seed) : rng_(seed) {}
-
-  std::mt19937_64 rng_;
-  std::vector<int32_t> ids_;
-  int32_t bos_ = -1;
-};
 
 // One sequence on fresh KV blocks: allocated for `total_tokens` at construction, released at
 // destruction.

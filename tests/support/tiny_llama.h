@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "strata/backend/cpu/cpu_backend.h"
 #include "strata/common/status.h"
+#include "strata/model/gguf_file.h"
 #include "strata/tokenizer/tokenizer.h"
 #include "strata/tokenizer/vocab.h"
 #include "support/gguf_builder.h"
@@ -130,6 +132,18 @@ inline std::vector<uint8_t> BuildModel() {
     b.AddTensor(p + "ffn_down.weight", {u64(kFf), u64(kEmbd)}, kF32, matrix(kEmbd, kFf));
   }
   return b.Build();
+}
+
+// The CPU backend on the tiny model: 2 threads, blocks of kBlockSize tokens.
+inline std::unique_ptr<backend::cpu::CpuBackend> MakeBackendFor(const model::GgufFile& file,
+                                                                int64_t kv_budget_bytes) {
+  backend::cpu::CpuBackendOptions options;
+  options.num_threads = 2;
+  options.kv_budget_bytes = kv_budget_bytes;
+  options.block_size = kBlockSize;
+  auto b = backend::cpu::CpuBackend::Create(file, options);
+  EXPECT_TRUE(b.ok()) << b.status().ToString();
+  return b.ok() ? std::move(*b) : nullptr;
 }
 
 }  // namespace strata::testing::tiny_llama

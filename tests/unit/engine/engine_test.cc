@@ -82,13 +82,7 @@ class EngineTest : public ::testing::Test {
   }
 
   static std::unique_ptr<backend::cpu::CpuBackend> MakeBackend(int64_t kv_budget_bytes) {
-    backend::cpu::CpuBackendOptions options;
-    options.num_threads = 2;
-    options.kv_budget_bytes = kv_budget_bytes;
-    options.block_size = kBlockSize;
-    auto b = backend::cpu::CpuBackend::Create(*file_, options);
-    EXPECT_TRUE(b.ok()) << b.status().ToString();
-    return b.ok() ? std::move(*b) : nullptr;
+    return MakeBackendFor(*file_, kv_budget_bytes);
   }
 
   // The reference: the request alone through the single-request Generator.

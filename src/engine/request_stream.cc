@@ -7,13 +7,27 @@
 namespace strata::engine {
 
 void RequestStream::Push(StreamChunk chunk) {
+  std::shared_ptr<std::function<void()>> listener;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     STRATA_CHECK(!finished_);
     finished_ = chunk.finish_reason.has_value();
     chunks_.push_back(std::move(chunk));
+    listener = listener_;
   }
   ready_.notify_all();
+  if (listener != nullptr && *listener) (*listener)();
+}
+
+void RequestStream::SetListener(std::function<void()> listener) {
+  auto shared = std::make_shared<std::function<void()>>(std::move(listener));
+  bool pending = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    listener_ = shared;
+    pending = !chunks_.empty();
+  }
+  if (pending && *shared) (*shared)();
 }
 
 bool RequestStream::Next(StreamChunk* out, std::chrono::steady_clock::duration timeout) {

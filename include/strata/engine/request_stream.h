@@ -15,6 +15,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -70,6 +72,13 @@ class RequestStream {
   bool Next(StreamChunk* out,
             std::chrono::steady_clock::duration timeout = std::chrono::hours(24 * 365));
 
+  // Consumer side, for event-driven consumers (a gRPC reactor) that must not block a thread
+  // in Next: `listener` runs after every Push, on the engine thread, outside the stream's lock;
+  // it must be cheap and must not block (typically: start a write if none is in flight, which
+  // then takes chunks with a zero-timeout Next). If chunks are already queued when it is set,
+  // it runs once at once, on the calling thread. Any thread; replaces an earlier listener.
+  void SetListener(std::function<void()> listener);
+
   // True once the engine pushed the last chunk (it may not have been taken yet).
   bool finished() const;
   // True when the latest Next returned false because of its timeout.
@@ -83,6 +92,7 @@ class RequestStream {
   bool finished_ = false;  // the last chunk was pushed
   bool drained_ = false;   // ... and taken
   bool timed_out_ = false;
+  std::shared_ptr<std::function<void()>> listener_;
 };
 
 }  // namespace strata::engine

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the GGUF fuzz target: small, valid GGUF files that cover every
 metadata value type, nested arrays, both tokenizer kinds and every tensor format the reader
-knows how to dequantize. Deterministic; run from the repo root:
+knows how to dequantize. Deterministic; scripts/fuzz runs it before each fuzzing run (the
+files are not kept in git):
 
-    .venv/bin/python tests/fuzz/make_gguf_seeds.py tests/fuzz/corpus/gguf
+    .venv/bin/python tests/fuzz/make_gguf_seeds.py fuzz-out/seeds/gguf
 """
 import sys
 from pathlib import Path
@@ -97,7 +98,7 @@ def all_types(path, rng):
 
 
 def main():
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fuzz/corpus/gguf")
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "fuzz-out/seeds/gguf")
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(20261202)
     for name, make in (("spm", spm_model), ("bpe", bpe_model), ("all_types", all_types)):

@@ -2,17 +2,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "strata/common/check.h"
 
 namespace strata::engine {
 
+Status AdaptiveBudgetOptions::Validate() const {
+  if (!(target_itl_seconds > 0) || !std::isfinite(target_itl_seconds)) {
+    return InvalidArgumentError("target_itl_ms must be a finite number greater than 0");
+  }
+  if (min_budget < 1 || min_budget > max_budget) {
+    return InvalidArgumentError("the adaptive token budget needs 1 <= min <= max, got min " +
+                                std::to_string(min_budget) + ", max " + std::to_string(max_budget));
+  }
+  if (increase < 1) return InvalidArgumentError("the adaptive budget increase must be >= 1");
+  if (!(decrease > 0 && decrease < 1)) {
+    return InvalidArgumentError("the adaptive budget decrease must be in (0, 1)");
+  }
+  if (!(headroom > 0 && headroom <= 1)) {
+    return InvalidArgumentError("the adaptive budget headroom must be in (0, 1]");
+  }
+  return OkStatus();
+}
+
 AdaptiveBudget::AdaptiveBudget(const AdaptiveBudgetOptions& options) : options_(options) {
-  STRATA_CHECK(options.target_itl_seconds > 0);
-  STRATA_CHECK(options.min_budget >= 1 && options.min_budget <= options.max_budget);
-  STRATA_CHECK(options.increase >= 1);
-  STRATA_CHECK(options.decrease > 0 && options.decrease < 1);
-  STRATA_CHECK(options.headroom > 0 && options.headroom <= 1);
+  STRATA_CHECK(options.Validate().ok());
   budget_ = std::clamp(options.initial_budget, options.min_budget, options.max_budget);
 }
 

@@ -85,16 +85,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(backend::Backend* backend,
   if (options.max_queued_requests < 1) {
     return InvalidArgumentError("max_queued_requests must be at least 1");
   }
-  {
-    const AdaptiveBudgetOptions& a = options.adaptive;
-    if (!(a.target_itl_seconds > 0)) {
-      return InvalidArgumentError("target_itl_ms must be greater than 0");
-    }
-    if (a.min_budget < 1 || a.min_budget > a.max_budget || a.increase < 1 ||
-        !(a.decrease > 0 && a.decrease < 1) || !(a.headroom > 0 && a.headroom <= 1)) {
-      return InvalidArgumentError("inconsistent adaptive batching options");
-    }
-  }
+  STRATA_RETURN_IF_ERROR(options.adaptive.Validate());
   if (backend->kv_geometry().num_blocks < 1) {
     return FailedPreconditionError("the KV cache holds no block");
   }
@@ -278,8 +269,7 @@ void Engine::TakeCancellations() {
 void Engine::TakeSubmissions() {
   // Keep about one batch of candidates waiting in the scheduler; the rest stay in the bounded,
   // priority-ordered queue.
-  const SchedulerStats ss = scheduler_.Stats();
-  const int64_t room = int64_t{options_.scheduler.max_batch_size} - ss.num_waiting;
+  const int64_t room = int64_t{options_.scheduler.max_batch_size} - scheduler_.num_waiting();
   if (room <= 0) return;
   std::vector<Submission> taken;
   queue_.Pop(static_cast<size_t>(room), &taken);

@@ -23,8 +23,9 @@ int32_t KvCacheManager::block_size() const { return options_.block_size; }
 int32_t KvCacheManager::num_blocks() const { return pool_.num_blocks(); }
 int32_t KvCacheManager::num_free_blocks() const { return pool_.num_free(); }
 
-void KvCacheManager::FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits) const {
-  if (!options_.enable_prefix_caching || tokens.empty()) return;
+BlockHash KvCacheManager::FindPrefix(std::span<const int32_t> tokens,
+                                     std::vector<BlockId>* hits) const {
+  if (!options_.enable_prefix_caching || tokens.empty()) return kRootBlockHash;
   const auto block_size = static_cast<std::size_t>(options_.block_size);
   // The block holding the last token is never taken: its logits must come out of a forward.
   const std::size_t max_blocks = (tokens.size() - 1) / block_size;
@@ -39,6 +40,7 @@ void KvCacheManager::FindPrefix(std::span<const int32_t> tokens, std::vector<Blo
     last_hash = hash;
     parent = found->second;
   }
+  return last_hash;
 }
 
 KvCacheManager::PrefixProbe KvCacheManager::ProbePrefix(std::span<const int32_t> tokens) const {
@@ -59,10 +61,8 @@ int64_t KvCacheManager::StartSequence(SequenceId id, std::span<const int32_t> to
   prefix_queries_ += static_cast<int64_t>((tokens.size() - 1) / options_.block_size);
   std::vector<BlockId>& hits = new_blocks_;  // scratch
   hits.clear();
-  FindPrefix(tokens, &hits);
-  const auto block_size = static_cast<std::size_t>(options_.block_size);
-  for (std::size_t i = 0; i < hits.size(); ++i) {
-    const BlockId hit = hits[i];
+  const BlockHash last_hash = FindPrefix(tokens, &hits);
+  for (const BlockId hit : hits) {
     if (pool_.ref_count(hit) == 0) {
       pool_.Reclaim(hit);
     } else {
@@ -70,10 +70,10 @@ int64_t KvCacheManager::StartSequence(SequenceId id, std::span<const int32_t> to
     }
     seq.table.Append(std::span<const BlockId>(&hit, 1));
     ++seq.num_hashed_blocks;
-    seq.last_hash = Hash(seq.last_hash, tokens.subspan(i * block_size, block_size));
     seq.parent = hit;
     seq.parent_generation = block_info_[hit].generation;
   }
+  seq.last_hash = last_hash;
   const int64_t hit_tokens = static_cast<int64_t>(seq.num_hashed_blocks) * options_.block_size;
   prefix_hits_ += seq.num_hashed_blocks;
   prefix_hit_tokens_ += hit_tokens;

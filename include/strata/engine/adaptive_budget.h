@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "strata/common/status.h"
+
 namespace strata::engine {
 
 struct AdaptiveBudgetOptions {
@@ -27,10 +29,14 @@ struct AdaptiveBudgetOptions {
   int64_t increase = 32;   // tokens added per step with headroom
   double decrease = 0.75;  // factor applied per step over the target
   double headroom = 0.8;   // grow only below this fraction of the target
+
+  // INVALID_ARGUMENT naming the first bad field (they come from flags).
+  Status Validate() const;
 };
 
 class AdaptiveBudget {
  public:
+  // `options` must be valid (Validate).
   explicit AdaptiveBudget(const AdaptiveBudgetOptions& options);
 
   // Reports one finished step: its wall time, whether it carried at least one decode, and

@@ -152,8 +152,9 @@ class KvCacheManager {
   const SequenceState& Live(SequenceId id) const;
   BlockHash Hash(BlockHash parent, std::span<const int32_t> tokens) const;
   // The cached blocks holding the longest block-aligned prefix of `tokens` that leaves the
-  // last token out, in order (appended to *hits).
-  void FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits) const;
+  // last token out, in order (appended to *hits); returns the chain hash of the last of them
+  // (kRootBlockHash when none).
+  BlockHash FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits) const;
   // True when the registered block `id` holds `tokens` and was registered after `parent` (-1:
   // none) in its current generation: then its KV is that of `parent`'s prefix plus `tokens`.
   bool Matches(BlockId id, BlockId parent, std::span<const int32_t> tokens) const;

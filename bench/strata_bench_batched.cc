@@ -63,12 +63,15 @@
 #include "prompt_source.h"
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/backend/cpu/kv_storage.h"
+#include "strata/common/tool_args.h"
 #include "strata/engine/engine.h"
 #include "strata/model/gguf_file.h"
 #include "strata/model/model_config.h"
 #include "strata/tokenizer/tokenizer.h"
 
 namespace {
+
+constexpr strata::ToolArgs kArgs("strata-bench-batched", /*usage_exit_code=*/1);
 
 using Clock = std::chrono::steady_clock;
 using strata::backend::cpu::CpuBackend;
@@ -106,26 +109,11 @@ constexpr char kUsage[] =
     "  --suffix-tokens T        prefix test: distinct tokens after it (default 16)\n"
     "  --reps R                 prefix test: repetitions (default 3)\n";
 
-constexpr char kToolName[] = "strata-bench-batched";
-
-[[noreturn]] void Fail(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", kToolName, message.c_str());
-  std::exit(1);
-}
-
-int64_t ParseInt(const std::string& flag, const char* value, int64_t min) {
-  char* end = nullptr;
-  const long long v = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0') Fail(flag + " expects an integer, got '" + value + "'");
-  if (v < min) Fail(flag + " must be at least " + std::to_string(min) + ", got " + value);
-  return v;
-}
-
 double ParsePositive(const std::string& flag, const char* value) {
   char* end = nullptr;
   const double v = std::strtod(value, &end);
   if (end == value || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
-    Fail(flag + " expects a positive number, got '" + value + "'");
+    kArgs.Fail(flag + " expects a positive number, got '" + value + "'");
   }
   return v;
 }
@@ -135,7 +123,7 @@ std::vector<int64_t> ParseList(const std::string& flag, const std::string& value
   size_t begin = 0;
   while (begin <= value.size()) {
     const size_t comma = std::min(value.find(',', begin), value.size());
-    list.push_back(ParseInt(flag, value.substr(begin, comma - begin).c_str(), 1));
+    list.push_back(kArgs.Int(flag, value.substr(begin, comma - begin).c_str(), 1));
     begin = comma + 1;
   }
   return list;
@@ -191,7 +179,7 @@ class Bench {
 
   std::unique_ptr<Engine> NewEngine() const {
     auto engine = Engine::Create(backend_, tokenizer_, options_);
-    if (!engine.ok()) Fail(engine.status().ToString());
+    if (!engine.ok()) kArgs.Fail(engine.status().ToString());
     return std::move(*engine);
   }
 
@@ -212,7 +200,8 @@ class Bench {
       run.traces[i].prompt_len = static_cast<int64_t>(prompts[i].size());
       run.traces[i].submitted = Clock::now();
       auto stream = engine.Submit(std::move(request));
-      if (!stream.ok()) Fail("request " + std::to_string(i) + ": " + stream.status().ToString());
+      if (!stream.ok())
+        kArgs.Fail("request " + std::to_string(i) + ": " + stream.status().ToString());
       streams.push_back(std::move(*stream));
     }
 
@@ -225,7 +214,7 @@ class Bench {
       const Clock::time_point step_start = Clock::now();
       const strata::Status status = engine.Step(&did_work);
       const double step_seconds = Seconds(step_start, Clock::now());
-      if (!status.ok()) Fail("engine step: " + status.ToString());
+      if (!status.ok()) kArgs.Fail("engine step: " + status.ToString());
       for (size_t i = 0; i < streams.size(); ++i) {
         Trace& trace = run.traces[i];
         StreamChunk chunk;
@@ -236,13 +225,13 @@ class Bench {
           }
           if (chunk.finish_reason) {
             if (!chunk.error.ok()) {
-              Fail("request " + std::to_string(i) + ": " + chunk.error.ToString());
+              kArgs.Fail("request " + std::to_string(i) + ": " + chunk.error.ToString());
             }
             if (trace.tokens != gen_tokens) {
-              Fail("request " + std::to_string(i) + " ended (" +
-                   std::string(strata::sampling::FinishReasonName(*chunk.finish_reason)) +
-                   ") after " + std::to_string(trace.tokens) + " of " + std::to_string(gen_tokens) +
-                   " tokens");
+              kArgs.Fail("request " + std::to_string(i) + " ended (" +
+                         std::string(strata::sampling::FinishReasonName(*chunk.finish_reason)) +
+                         ") after " + std::to_string(trace.tokens) + " of " +
+                         std::to_string(gen_tokens) + " tokens");
             }
             trace.ended = true;
             // Its last token was never run: the KV it held was prompt + tokens - 1.
@@ -252,7 +241,8 @@ class Bench {
         }
       }
       if (!did_work) {
-        if (open > 0) Fail("the engine stalled with " + std::to_string(open) + " open requests");
+        if (open > 0)
+          kArgs.Fail("the engine stalled with " + std::to_string(open) + " open requests");
         continue;
       }
       const EngineStats s = engine.Stats();
@@ -441,55 +431,55 @@ int main(int argc, char** argv) {
       prefix_test = true;
       continue;
     }
-    if (i + 1 >= argc) Fail(flag + " needs a value (see --help)");
+    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)");
     const char* v = argv[++i];
     if (flag == "--model") {
       model_path = v;
     } else if (flag == "--threads") {
-      backend_options.num_threads = static_cast<int>(ParseInt(flag, v, 0));
+      backend_options.num_threads = static_cast<int>(kArgs.Int(flag, v, 0));
     } else if (flag == "--kv-budget-bytes") {
-      backend_options.kv_budget_bytes = ParseInt(flag, v, 0);
+      backend_options.kv_budget_bytes = kArgs.Int(flag, v, 0);
     } else if (flag == "--concurrency") {
       concurrency = ParseList(flag, v);
     } else if (flag == "--prompt-tokens") {
-      prompt_tokens = ParseInt(flag, v, 1);
+      prompt_tokens = kArgs.Int(flag, v, 1);
     } else if (flag == "--gen-tokens") {
-      gen_tokens = ParseInt(flag, v, 1);
+      gen_tokens = kArgs.Int(flag, v, 1);
     } else if (flag == "--seed") {
-      seed = static_cast<uint64_t>(ParseInt(flag, v, 0));
+      seed = static_cast<uint64_t>(kArgs.Int(flag, v, 0));
     } else if (flag == "--max-batched-tokens") {
-      options.scheduler.max_batched_tokens = ParseInt(flag, v, 1);
+      options.scheduler.max_batched_tokens = kArgs.Int(flag, v, 1);
     } else if (flag == "--max-batch-size") {
-      options.scheduler.max_batch_size = static_cast<int32_t>(ParseInt(flag, v, 1));
+      options.scheduler.max_batch_size = static_cast<int32_t>(kArgs.Int(flag, v, 1));
     } else if (flag == "--long-prefill-chunk") {
-      options.scheduler.long_prefill_chunk = ParseInt(flag, v, 0);
+      options.scheduler.long_prefill_chunk = kArgs.Int(flag, v, 0);
     } else if (flag == "--batching") {
       if (std::strcmp(v, "static") != 0 && std::strcmp(v, "adaptive") != 0) {
-        Fail(std::string("--batching must be static or adaptive, got '") + v + "'");
+        kArgs.Fail(std::string("--batching must be static or adaptive, got '") + v + "'");
       }
       options.batching =
           std::strcmp(v, "static") == 0 ? BatchingMode::kStatic : BatchingMode::kAdaptive;
     } else if (flag == "--target-itl-ms") {
       options.adaptive.target_itl_seconds = ParsePositive(flag, v) / 1e3;
     } else if (flag == "--system-tokens") {
-      system_tokens = ParseInt(flag, v, 1);
+      system_tokens = kArgs.Int(flag, v, 1);
     } else if (flag == "--suffix-tokens") {
-      suffix_tokens = ParseInt(flag, v, 1);
+      suffix_tokens = kArgs.Int(flag, v, 1);
     } else if (flag == "--reps") {
-      reps = ParseInt(flag, v, 1);
+      reps = kArgs.Int(flag, v, 1);
     } else {
-      Fail("unknown flag " + flag + " (see --help)");
+      kArgs.Fail("unknown flag " + flag + " (see --help)");
     }
   }
-  if (model_path.empty()) Fail("--model is required (see --help)");
-  if (gen_tokens > INT32_MAX) Fail("--gen-tokens is too large");
+  if (model_path.empty()) kArgs.Fail("--model is required (see --help)");
+  if (gen_tokens > INT32_MAX) kArgs.Fail("--gen-tokens is too large");
 
   auto file = strata::model::GgufFile::Open(model_path);
-  if (!file.ok()) Fail(file.status().ToString());
+  if (!file.ok()) kArgs.Fail(file.status().ToString());
   if (backend_options.kv_budget_bytes == 0) {
     // Room for the largest test, with 2% over the scheduler's 1% admission watermark.
     auto config = strata::model::ModelConfig::FromGguf(*file);
-    if (!config.ok()) Fail(config.status().ToString());
+    if (!config.ok()) kArgs.Fail(config.status().ToString());
     strata::backend::cpu::KvCacheConfig kv;
     kv.num_layers = static_cast<int32_t>(config->n_layers);
     kv.num_kv_heads = static_cast<int32_t>(config->n_kv_heads);
@@ -508,9 +498,9 @@ int main(int argc, char** argv) {
     backend_options.kv_budget_bytes = blocks * strata::backend::cpu::KvBytesPerBlock(kv);
   }
   auto tokenizer = strata::tokenizer::Tokenizer::FromGguf(*file);
-  if (!tokenizer.ok()) Fail(tokenizer.status().ToString());
+  if (!tokenizer.ok()) kArgs.Fail(tokenizer.status().ToString());
   auto created = CpuBackend::Create(*file, backend_options);
-  if (!created.ok()) Fail(created.status().ToString());
+  if (!created.ok()) kArgs.Fail(created.status().ToString());
   CpuBackend* backend = created->get();
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
   Bench bench(backend, tokenizer->get(), options);

@@ -35,11 +35,14 @@
 
 #include "prompt_source.h"
 #include "strata/backend/cpu/cpu_backend.h"
+#include "strata/common/tool_args.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
 #include "strata/model/gguf_file.h"
 
 namespace {
+
+constexpr strata::ToolArgs kArgs("strata-bench-generate", /*usage_exit_code=*/1);
 
 using strata::backend::Batch;
 using strata::backend::SequenceSlice;
@@ -61,21 +64,6 @@ constexpr char kUsage[] =
     "  --seed S                 seed of the random prompt tokens (default 42)\n"
     "  --no-warmup              skip the untimed warmup run of each test\n";
 
-constexpr char kToolName[] = "strata-bench-generate";
-
-[[noreturn]] void Fail(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", kToolName, message.c_str());
-  std::exit(1);
-}
-
-int64_t ParseInt(const std::string& flag, const char* value, int64_t min) {
-  char* end = nullptr;
-  const long long v = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0') Fail(flag + " expects an integer, got '" + value + "'");
-  if (v < min) Fail(flag + " must be at least " + std::to_string(min) + ", got " + value);
-  return v;
-}
-
 // One sequence on fresh KV blocks: allocated for `total_tokens` at construction, released at
 // destruction.
 class FreshSequence {
@@ -84,9 +72,10 @@ class FreshSequence {
       : pool_(geometry.num_blocks), table_(geometry.block_size) {
     std::vector<strata::kv::BlockId> ids;
     if (!pool_.Allocate(table_.BlocksNeeded(total_tokens), &ids)) {
-      Fail("the KV budget holds " +
-           std::to_string(int64_t{geometry.num_blocks} * geometry.block_size) +
-           " tokens; a test needs " + std::to_string(total_tokens) + " (raise --kv-budget-bytes)");
+      kArgs.Fail("the KV budget holds " +
+                 std::to_string(int64_t{geometry.num_blocks} * geometry.block_size) +
+                 " tokens; a test needs " + std::to_string(total_tokens) +
+                 " (raise --kv-budget-bytes)");
     }
     table_.Append(ids);
   }
@@ -123,7 +112,7 @@ class Runner {
     slice.block_ids = seq.blocks();
     batch.sequences.push_back(slice);
     const strata::Status status = backend_->Forward(batch, &logits_);
-    if (!status.ok()) Fail(status.ToString());
+    if (!status.ok()) kArgs.Fail(status.ToString());
   }
 
   int32_t Argmax() const {
@@ -180,46 +169,46 @@ int main(int argc, char** argv) {
       warmup = false;
       continue;
     }
-    if (i + 1 >= argc) Fail(flag + " needs a value (see --help)");
+    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)");
     const char* v = argv[++i];
     if (flag == "--model") {
       model_path = v;
     } else if (flag == "--threads") {
-      options.num_threads = static_cast<int>(ParseInt(flag, v, 0));
+      options.num_threads = static_cast<int>(kArgs.Int(flag, v, 0));
     } else if (flag == "-p") {
-      n_prompt = ParseInt(flag, v, 0);
+      n_prompt = kArgs.Int(flag, v, 0);
     } else if (flag == "-n") {
-      n_gen = ParseInt(flag, v, 0);
+      n_gen = kArgs.Int(flag, v, 0);
     } else if (flag == "-d") {
-      depth = ParseInt(flag, v, 0);
+      depth = kArgs.Int(flag, v, 0);
     } else if (flag == "--reps") {
-      reps = ParseInt(flag, v, 1);
+      reps = kArgs.Int(flag, v, 1);
     } else if (flag == "--kv-budget-bytes") {
-      options.kv_budget_bytes = ParseInt(flag, v, 1);
+      options.kv_budget_bytes = kArgs.Int(flag, v, 1);
     } else if (flag == "--prefill-chunk") {
-      prefill_chunk = ParseInt(flag, v, 1);
+      prefill_chunk = kArgs.Int(flag, v, 1);
     } else if (flag == "--seed") {
-      seed = static_cast<uint64_t>(ParseInt(flag, v, 0));
+      seed = static_cast<uint64_t>(kArgs.Int(flag, v, 0));
     } else if (flag == "--kv-dtype") {
       if (std::strcmp(v, "f16") != 0 && std::strcmp(v, "f32") != 0) {
-        Fail(std::string("--kv-dtype must be f16 or f32, got '") + v + "'");
+        kArgs.Fail(std::string("--kv-dtype must be f16 or f32, got '") + v + "'");
       }
       options.kv_dtype = std::strcmp(v, "f16") == 0 ? KvDtype::kF16 : KvDtype::kF32;
     } else {
-      Fail("unknown flag " + flag + " (see --help)");
+      kArgs.Fail("unknown flag " + flag + " (see --help)");
     }
   }
-  if (model_path.empty()) Fail("--model is required (see --help)");
-  if (n_prompt == 0 && n_gen == 0) Fail("-p and -n are both 0: nothing to measure");
+  if (model_path.empty()) kArgs.Fail("--model is required (see --help)");
+  if (n_prompt == 0 && n_gen == 0) kArgs.Fail("-p and -n are both 0: nothing to measure");
 
   auto file = strata::model::GgufFile::Open(model_path);
-  if (!file.ok()) Fail(file.status().ToString());
+  if (!file.ok()) kArgs.Fail(file.status().ToString());
   auto created = CpuBackend::Create(*file, options);
-  if (!created.ok()) Fail(created.status().ToString());
+  if (!created.ok()) kArgs.Fail(created.status().ToString());
   CpuBackend* backend = created->get();
   const int64_t context = backend->config().context_length;
   if (std::max(n_prompt, depth + n_gen) > context) {
-    Fail("-p and -d + -n must be at most the context length " + std::to_string(context));
+    kArgs.Fail("-p and -d + -n must be at most the context length " + std::to_string(context));
   }
   const strata::backend::KvGeometry geometry = backend->kv_geometry();
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);

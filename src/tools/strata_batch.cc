@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "strata/backend/cpu/cpu_backend.h"
+#include "strata/common/tool_args.h"
 #include "strata/engine/engine.h"
 #include "strata/model/gguf_file.h"
 #include "strata/tokenizer/tokenizer.h"
@@ -40,21 +41,11 @@ constexpr char kUsage[] =
     "  --kv-budget-bytes N        KV cache memory (default 268435456)\n"
     "  --threads N                CPU threads (default: one per core)\n";
 
-[[noreturn]] void Fail(const std::string& message, int code = 1) {
-  std::fprintf(stderr, "strata-batch: %s\n", message.c_str());
-  std::exit(code);
-}
-
-long long ParseInt(const std::string& flag, const char* value) {
-  char* end = nullptr;
-  long long v = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0') Fail(flag + " expects an integer, got '" + value + "'", 2);
-  return v;
-}
+constexpr strata::ToolArgs kArgs("strata-batch", /*usage_exit_code=*/2);
 
 std::vector<std::vector<int32_t>> ReadPrompts(const std::string& path) {
   std::ifstream in(path);
-  if (!in) Fail("cannot read " + path);
+  if (!in) kArgs.Fail("cannot read " + path);
   std::vector<std::vector<int32_t>> prompts;
   std::string line;
   while (std::getline(in, line)) {
@@ -62,10 +53,11 @@ std::vector<std::vector<int32_t>> ReadPrompts(const std::string& path) {
     std::vector<int32_t> ids;
     long long id = 0;
     while (words >> id) ids.push_back(static_cast<int32_t>(id));
-    if (!words.eof()) Fail(path + ": line " + std::to_string(prompts.size() + 1) + " is not ids");
+    if (!words.eof())
+      kArgs.Fail(path + ": line " + std::to_string(prompts.size() + 1) + " is not ids");
     if (!ids.empty()) prompts.push_back(std::move(ids));
   }
-  if (prompts.empty()) Fail(path + " holds no prompt");
+  if (prompts.empty()) kArgs.Fail(path + " holds no prompt");
   return prompts;
 }
 
@@ -85,27 +77,27 @@ void RunTogether(strata::engine::Engine& engine, const std::vector<std::vector<i
     request.params.max_tokens = max_tokens;
     request.params.ignore_eos = true;
     auto stream = engine.Submit(std::move(request));
-    if (!stream.ok()) Fail("prompt " + std::to_string(i) + ": " + stream.status().ToString());
+    if (!stream.ok()) kArgs.Fail("prompt " + std::to_string(i) + ": " + stream.status().ToString());
     streams.push_back(*stream);
   }
   size_t open = streams.size();
   while (open > 0) {
     bool did_work = false;
     strata::Status status = engine.Step(&did_work);
-    if (!status.ok()) Fail(status.ToString());
+    if (!status.ok()) kArgs.Fail(status.ToString());
     for (size_t k = 0; k < streams.size(); ++k) {
       strata::engine::StreamChunk chunk;
       Result& r = (*results)[first + k];
       while (streams[k]->Next(&chunk, std::chrono::seconds(0))) {
         r.tokens.insert(r.tokens.end(), chunk.token_ids.begin(), chunk.token_ids.end());
         if (chunk.finish_reason) {
-          if (!chunk.error.ok()) Fail(chunk.error.ToString());
+          if (!chunk.error.ok()) kArgs.Fail(chunk.error.ToString());
           r.finish = std::string(strata::sampling::FinishReasonName(*chunk.finish_reason));
           --open;
         }
       }
     }
-    if (!did_work && open > 0) Fail("the engine stalled with unfinished requests");
+    if (!did_work && open > 0) kArgs.Fail("the engine stalled with unfinished requests");
   }
 }
 
@@ -116,7 +108,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (argc < 2) Fail(std::string("missing MODEL.gguf\n") + kUsage, 2);
+  if (argc < 2) kArgs.Fail(std::string("missing MODEL.gguf\n") + kUsage, 2);
   const std::string model_path = argv[1];
   std::string prompts_path, preload_path, mode = "together";
   int32_t max_tokens = 32;
@@ -128,7 +120,7 @@ int main(int argc, char** argv) {
       engine_options.enable_prefix_caching = false;
       continue;
     }
-    if (i + 1 >= argc) Fail(flag + " needs a value (see --help)", 2);
+    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)", 2);
     const char* v = argv[++i];
     if (flag == "--prompts")
       prompts_path = v;
@@ -138,49 +130,46 @@ int main(int argc, char** argv) {
       preload_path = v;
     else if (flag == "--batching") {
       const std::string b = v;
-      if (b != "static" && b != "adaptive") Fail("--batching must be static or adaptive", 2);
+      if (b != "static" && b != "adaptive") kArgs.Fail("--batching must be static or adaptive", 2);
       engine_options.batching = b == "static" ? strata::engine::BatchingMode::kStatic
                                               : strata::engine::BatchingMode::kAdaptive;
     } else if (flag == "--target-itl-ms") {
-      char* end = nullptr;
-      const double ms = std::strtod(v, &end);
-      if (end == v || *end != '\0') Fail("--target-itl-ms expects a number", 2);
-      engine_options.adaptive.target_itl_seconds = ms / 1000.0;
+      engine_options.adaptive.target_itl_seconds = kArgs.Number(flag, v) / 1000.0;
     } else if (flag == "--max-tokens")
-      max_tokens = static_cast<int32_t>(ParseInt(flag, v));
+      max_tokens = static_cast<int32_t>(kArgs.Int(flag, v));
     else if (flag == "--max-batched-tokens")
-      engine_options.scheduler.max_batched_tokens = ParseInt(flag, v);
+      engine_options.scheduler.max_batched_tokens = kArgs.Int(flag, v);
     else if (flag == "--max-batch-size")
-      engine_options.scheduler.max_batch_size = static_cast<int32_t>(ParseInt(flag, v));
+      engine_options.scheduler.max_batch_size = static_cast<int32_t>(kArgs.Int(flag, v));
     else if (flag == "--long-prefill-chunk")
-      engine_options.scheduler.long_prefill_chunk = ParseInt(flag, v);
+      engine_options.scheduler.long_prefill_chunk = kArgs.Int(flag, v);
     else if (flag == "--kv-budget-bytes")
-      options.kv_budget_bytes = ParseInt(flag, v);
+      options.kv_budget_bytes = kArgs.Int(flag, v);
     else if (flag == "--threads")
-      options.num_threads = static_cast<int>(ParseInt(flag, v));
+      options.num_threads = static_cast<int>(kArgs.Int(flag, v));
     else
-      Fail("unknown flag " + flag + " (see --help)", 2);
+      kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
   }
-  if (prompts_path.empty()) Fail("--prompts is required (see --help)", 2);
+  if (prompts_path.empty()) kArgs.Fail("--prompts is required (see --help)", 2);
   if (mode != "together" && mode != "alone" && mode != "twice") {
-    Fail("--mode must be together, alone or twice", 2);
+    kArgs.Fail("--mode must be together, alone or twice", 2);
   }
-  if (options.num_threads < 0) Fail("--threads must be >= 0", 2);
+  if (options.num_threads < 0) kArgs.Fail("--threads must be >= 0", 2);
   const std::vector<std::vector<int32_t>> prompts = ReadPrompts(prompts_path);
 
   auto file = strata::model::GgufFile::Open(model_path);
-  if (!file.ok()) Fail(file.status().ToString());
+  if (!file.ok()) kArgs.Fail(file.status().ToString());
   auto tokenizer = strata::tokenizer::Tokenizer::FromGguf(*file);
-  if (!tokenizer.ok()) Fail(tokenizer.status().ToString());
+  if (!tokenizer.ok()) kArgs.Fail(tokenizer.status().ToString());
   auto backend = strata::backend::cpu::CpuBackend::Create(*file, options);
-  if (!backend.ok()) Fail(backend.status().ToString());
+  if (!backend.ok()) kArgs.Fail(backend.status().ToString());
   auto engine = strata::engine::Engine::Create(backend->get(), tokenizer->get(), engine_options);
-  if (!engine.ok()) Fail(engine.status().ToString());
+  if (!engine.ok()) kArgs.Fail(engine.status().ToString());
 
   if (!preload_path.empty()) {
     for (const std::vector<int32_t>& p : ReadPrompts(preload_path)) {
       strata::Status status = (*engine)->Preload(p);
-      if (!status.ok()) Fail("preloading: " + status.ToString());
+      if (!status.ok()) kArgs.Fail("preloading: " + status.ToString());
     }
   }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "strata/backend/cpu/cpu_backend.h"
+#include "strata/common/tool_args.h"
 #include "strata/engine/generator.h"
 #include "strata/model/gguf_file.h"
 #include "strata/sampling/sampling_params.h"
@@ -39,24 +40,7 @@ constexpr char kUsage[] =
     "  --prefill-chunk N        prompt tokens per forward pass (default 512)\n"
     "  --quiet                  print only the generated text\n";
 
-[[noreturn]] void Fail(const std::string& message, int code = 1) {
-  std::fprintf(stderr, "strata-generate: %s\n", message.c_str());
-  std::exit(code);
-}
-
-double ParseDouble(const std::string& flag, const char* value) {
-  char* end = nullptr;
-  double v = std::strtod(value, &end);
-  if (end == value || *end != '\0') Fail(flag + " expects a number, got '" + value + "'", 2);
-  return v;
-}
-
-long long ParseInt(const std::string& flag, const char* value) {
-  char* end = nullptr;
-  long long v = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0') Fail(flag + " expects an integer, got '" + value + "'", 2);
-  return v;
-}
+constexpr strata::ToolArgs kArgs("strata-generate", /*usage_exit_code=*/2);
 
 }  // namespace
 
@@ -82,7 +66,7 @@ int main(int argc, char** argv) {
       params.ignore_eos = true;
       continue;
     }
-    if (i + 1 >= argc) Fail(flag + " needs a value (see --help)", 2);
+    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)", 2);
     const char* v = argv[++i];
     if (flag == "--model")
       model_path = v;
@@ -95,63 +79,63 @@ int main(int argc, char** argv) {
     else if (flag == "--chat-template")
       template_name = v;
     else if (flag == "--max-tokens")
-      params.max_tokens = static_cast<int32_t>(ParseInt(flag, v));
+      params.max_tokens = static_cast<int32_t>(kArgs.Int(flag, v));
     else if (flag == "--temperature")
-      params.temperature = static_cast<float>(ParseDouble(flag, v));
+      params.temperature = static_cast<float>(kArgs.Number(flag, v));
     else if (flag == "--top-k")
-      params.top_k = static_cast<int32_t>(ParseInt(flag, v));
+      params.top_k = static_cast<int32_t>(kArgs.Int(flag, v));
     else if (flag == "--top-p")
-      params.top_p = static_cast<float>(ParseDouble(flag, v));
+      params.top_p = static_cast<float>(kArgs.Number(flag, v));
     else if (flag == "--min-p")
-      params.min_p = static_cast<float>(ParseDouble(flag, v));
+      params.min_p = static_cast<float>(kArgs.Number(flag, v));
     else if (flag == "--repetition-penalty")
-      params.repetition_penalty = static_cast<float>(ParseDouble(flag, v));
+      params.repetition_penalty = static_cast<float>(kArgs.Number(flag, v));
     else if (flag == "--presence-penalty")
-      params.presence_penalty = static_cast<float>(ParseDouble(flag, v));
+      params.presence_penalty = static_cast<float>(kArgs.Number(flag, v));
     else if (flag == "--frequency-penalty")
-      params.frequency_penalty = static_cast<float>(ParseDouble(flag, v));
+      params.frequency_penalty = static_cast<float>(kArgs.Number(flag, v));
     else if (flag == "--seed")
-      params.seed = static_cast<uint64_t>(ParseInt(flag, v));
+      params.seed = static_cast<uint64_t>(kArgs.Int(flag, v));
     else if (flag == "--stop")
       params.stop.push_back(v);
     else if (flag == "--threads")
-      options.num_threads = static_cast<int>(ParseInt(flag, v));
+      options.num_threads = static_cast<int>(kArgs.Int(flag, v));
     else if (flag == "--kv-budget-bytes")
-      options.kv_budget_bytes = ParseInt(flag, v);
+      options.kv_budget_bytes = kArgs.Int(flag, v);
     else if (flag == "--prefill-chunk")
-      prefill_chunk = ParseInt(flag, v);
+      prefill_chunk = kArgs.Int(flag, v);
     else if (flag == "--kv-dtype") {
       if (std::strcmp(v, "f16") != 0 && std::strcmp(v, "f32") != 0) {
-        Fail("--kv-dtype must be f16 or f32", 2);
+        kArgs.Fail("--kv-dtype must be f16 or f32", 2);
       }
       options.kv_dtype = std::strcmp(v, "f16") == 0 ? strata::backend::cpu::KvDtype::kF16
                                                     : strata::backend::cpu::KvDtype::kF32;
     } else {
-      Fail("unknown flag " + flag + " (see --help)", 2);
+      kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
     }
   }
-  if (model_path.empty()) Fail("--model is required (see --help)", 2);
-  if (prompt.empty() == chat.empty()) Fail("give exactly one of --prompt and --chat", 2);
-  if (options.num_threads < 0) Fail("--threads must be >= 0", 2);
+  if (model_path.empty()) kArgs.Fail("--model is required (see --help)", 2);
+  if (prompt.empty() == chat.empty()) kArgs.Fail("give exactly one of --prompt and --chat", 2);
+  if (options.num_threads < 0) kArgs.Fail("--threads must be >= 0", 2);
 
   auto file = strata::model::GgufFile::Open(model_path);
-  if (!file.ok()) Fail(file.status().ToString());
+  if (!file.ok()) kArgs.Fail(file.status().ToString());
   auto tokenizer = strata::tokenizer::Tokenizer::FromGguf(*file);
-  if (!tokenizer.ok()) Fail(tokenizer.status().ToString());
+  if (!tokenizer.ok()) kArgs.Fail(tokenizer.status().ToString());
   auto backend = strata::backend::cpu::CpuBackend::Create(*file, options);
-  if (!backend.ok()) Fail(backend.status().ToString());
+  if (!backend.ok()) kArgs.Fail(backend.status().ToString());
 
   std::vector<int32_t> ids;
   if (!chat.empty()) {
     auto chat_template = strata::tokenizer::ChatTemplateRegistry::Global().Resolve(
         template_name, (*tokenizer)->vocab());
-    if (!chat_template.ok()) Fail(chat_template.status().ToString());
+    if (!chat_template.ok()) kArgs.Fail(chat_template.status().ToString());
     std::vector<strata::tokenizer::ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system});
     messages.push_back({"user", chat});
     strata::tokenizer::ChatRenderOptions render;
     auto text = (*chat_template)->Render(messages, render);
-    if (!text.ok()) Fail(text.status().ToString());
+    if (!text.ok()) kArgs.Fail(text.status().ToString());
     ids = (*tokenizer)->Encode(*text, {/*add_special=*/true, /*parse_special=*/true});
   } else {
     ids = (*tokenizer)->Encode(prompt, {/*add_special=*/true, /*parse_special=*/false});
@@ -166,7 +150,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   });
   std::fputs("\n", stdout);
-  if (!result.ok()) Fail(result.status().ToString());
+  if (!result.ok()) kArgs.Fail(result.status().ToString());
   if (!quiet) {
     const auto& s = result->stats;
     // The first sampled token comes from the prefill; decode steps produce the rest.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "strata/backend/cpu/cpu_backend.h"
+#include "strata/common/tool_args.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
 #include "strata/model/gguf_file.h"
@@ -29,10 +30,7 @@ using strata::backend::cpu::CpuBackend;
 using strata::backend::cpu::CpuBackendOptions;
 using strata::backend::cpu::KvDtype;
 
-[[noreturn]] void Fail(const std::string& message) {
-  std::fprintf(stderr, "strata-logits: %s\n", message.c_str());
-  std::exit(1);
-}
+constexpr strata::ToolArgs kArgs("strata-logits", /*usage_exit_code=*/1);
 
 double LogSoftmaxAt(const float* row, int64_t n, int32_t index) {
   float max = *std::max_element(row, row + n);
@@ -45,7 +43,7 @@ double LogSoftmaxAt(const float* row, int64_t n, int32_t index) {
 
 int main(int argc, char** argv) {
   if (argc < 2)
-    Fail("usage: strata-logits MODEL.gguf --tokens \"ID ...\" [--mode logits|nll|greedy]");
+    kArgs.Fail("usage: strata-logits MODEL.gguf --tokens \"ID ...\" [--mode logits|nll|greedy]");
   std::string model_path = argv[1];
   std::string mode = "logits";
   std::vector<int32_t> tokens;
@@ -56,7 +54,7 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Fail(arg + " needs a value");
+      if (i + 1 >= argc) kArgs.Fail(arg + " needs a value");
       return argv[++i];
     };
     if (arg == "--tokens") {
@@ -73,19 +71,19 @@ int main(int argc, char** argv) {
       options.num_threads = std::atoi(next().c_str());
     } else if (arg == "--kv-dtype") {
       std::string v = next();
-      if (v != "f16" && v != "f32") Fail("--kv-dtype must be f16 or f32");
+      if (v != "f16" && v != "f32") kArgs.Fail("--kv-dtype must be f16 or f32");
       options.kv_dtype = v == "f16" ? KvDtype::kF16 : KvDtype::kF32;
     } else {
-      Fail("unknown argument " + arg);
+      kArgs.Fail("unknown argument " + arg);
     }
   }
-  if (tokens.empty()) Fail("--tokens is empty");
-  if (mode != "logits" && mode != "nll" && mode != "greedy") Fail("unknown --mode " + mode);
+  if (tokens.empty()) kArgs.Fail("--tokens is empty");
+  if (mode != "logits" && mode != "nll" && mode != "greedy") kArgs.Fail("unknown --mode " + mode);
 
   auto file = strata::model::GgufFile::Open(model_path);
-  if (!file.ok()) Fail(file.status().ToString());
+  if (!file.ok()) kArgs.Fail(file.status().ToString());
   auto backend = CpuBackend::Create(*file, options);
-  if (!backend.ok()) Fail(backend.status().ToString());
+  if (!backend.ok()) kArgs.Fail(backend.status().ToString());
   const int64_t vocab = (*backend)->config().vocab_size;
   const auto geometry = (*backend)->kv_geometry();
 
@@ -93,7 +91,8 @@ int main(int argc, char** argv) {
   strata::kv::BlockTable table(geometry.block_size);
   const int64_t total = static_cast<int64_t>(tokens.size()) + (mode == "greedy" ? steps : 0);
   std::vector<strata::kv::BlockId> ids;
-  if (!pool.Allocate(table.BlocksNeeded(total), &ids)) Fail("the KV budget cannot hold the tokens");
+  if (!pool.Allocate(table.BlocksNeeded(total), &ids))
+    kArgs.Fail("the KV budget cannot hold the tokens");
   table.Append(ids);
 
   std::vector<float> logits;
@@ -110,7 +109,7 @@ int main(int argc, char** argv) {
                                   : strata::backend::LogitsWanted::kLast;
     batch.sequences.push_back(seq);
     auto status = (*backend)->Forward(batch, &logits);
-    if (!status.ok()) Fail(status.ToString());
+    if (!status.ok()) kArgs.Fail(status.ToString());
     if (mode == "logits") {
       std::fwrite(logits.data(), sizeof(float), logits.size(), stdout);
     } else if (mode == "nll") {
@@ -139,7 +138,7 @@ int main(int argc, char** argv) {
       seq.block_ids = table.blocks();
       batch.sequences.push_back(seq);
       auto status = (*backend)->Forward(batch, &logits);
-      if (!status.ok()) Fail(status.ToString());
+      if (!status.ok()) kArgs.Fail(status.ToString());
       last_argmax = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + vocab) -
                                          logits.begin());
     }

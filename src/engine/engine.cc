@@ -48,7 +48,8 @@ struct Engine::Live {
       : stream(std::move(s)),
         sampler(request.params, request.prompt),
         checker(request.params, end_of_generation_ids),
-        detokenizer(tokenizer, /*render_special=*/false) {}
+        detokenizer(tokenizer, /*render_special=*/false),
+        wants_logprobs(request.params.logprobs > 0) {}
 
   std::shared_ptr<RequestStream> stream;
   Clock::time_point submitted;
@@ -58,6 +59,7 @@ struct Engine::Live {
   sampling::Sampler sampler;
   sampling::FinishChecker checker;
   tokenizer::IncrementalDetokenizer detokenizer;
+  bool wants_logprobs;
 };
 
 void Engine::FillUsage(const Live& live, StreamChunk* last) {
@@ -316,6 +318,7 @@ void Engine::Postprocess(const SchedulerOutput& out) {
     sampling::FinishChecker::Step step = live.checker.Append(token, live.detokenizer.Push(token));
     StreamChunk chunk;
     chunk.token_ids.push_back(token);
+    if (live.wants_logprobs) chunk.logprobs.push_back(live.sampler.last_logprobs());
     chunk.text = std::move(step.text);
     if (step.finish_reason) {
       sampling::FinishChecker::Step last =
@@ -385,17 +388,27 @@ EngineStats Engine::Stats() const {
 
 void Engine::PublishStats(const SchedulerOutput* out) {
   const SchedulerStats ss = scheduler_.Stats();
-  std::lock_guard<std::mutex> lock(stats_mutex_);
-  if (out != nullptr) {
-    ++stats_.steps;
-    stats_.last_batch_sequences = static_cast<int64_t>(out->scheduled.size());
-    stats_.last_batch_tokens = out->num_scheduled_tokens;
+  EngineStats snapshot;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    if (out != nullptr) {
+      ++stats_.steps;
+      stats_.last_batch_sequences = static_cast<int64_t>(out->scheduled.size());
+      stats_.last_batch_tokens = out->num_scheduled_tokens;
+    } else {
+      stats_.last_batch_sequences = 0;
+      stats_.last_batch_tokens = 0;
+    }
+    stats_.waiting = ss.num_waiting;
+    stats_.running = ss.num_running;
+    stats_.token_budget = ss.token_budget;
+    stats_.preemptions_total = ss.num_preemptions;
+    stats_.kv = ss.kv;
+    if (!options_.step_observer) return;
+    snapshot = stats_;
   }
-  stats_.waiting = ss.num_waiting;
-  stats_.running = ss.num_running;
-  stats_.token_budget = ss.token_budget;
-  stats_.preemptions_total = ss.num_preemptions;
-  stats_.kv = ss.kv;
+  snapshot.queued = static_cast<int64_t>(queue_.size());
+  options_.step_observer(snapshot, out != nullptr);
 }
 
 }  // namespace strata::engine

@@ -85,6 +85,9 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
   running_ = gauge("strata_requests_running", "Requests being generated");
   waiting_ = gauge("strata_requests_waiting", "Requests waiting for their first step");
   kv_usage_ = gauge("strata_kv_cache_usage_ratio", "KV cache blocks in use over all blocks");
+  kv_free_blocks_ = gauge("strata_kv_cache_free_blocks",
+                          "KV cache blocks no request holds (prefix-cached ones included)");
+  kv_total_blocks_ = gauge("strata_kv_cache_blocks", "KV cache blocks in the pool");
   batch_size_ = gauge("strata_batch_size", "Sequences in the last engine step");
   tokens_per_second_ = gauge("strata_generation_tokens_per_second",
                              "Tokens generated per second over the last 10 seconds");
@@ -130,13 +133,20 @@ void ServerMetrics::CountGeneratedTokens(int64_t n) {
 }
 
 void ServerMetrics::UpdateTokensPerSecond(int64_t n) {
-  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
-  recent_.emplace_back(now, n);
-  while (!recent_.empty() && now - recent_.front().first > kRateWindow) recent_.pop_front();
-  int64_t total = 0;
-  for (const auto& [time, tokens] : recent_) total += tokens;
-  tokens_per_second_->Set(static_cast<double>(total) /
+  UpdateTokensPerSecondLocked(n, Clock::now());
+}
+
+void ServerMetrics::UpdateTokensPerSecondLocked(int64_t n, Clock::time_point now) {
+  if (n > 0) {
+    recent_.emplace_back(now, n);
+    recent_tokens_ += n;
+  }
+  while (!recent_.empty() && now - recent_.front().first > kRateWindow) {
+    recent_tokens_ -= recent_.front().second;
+    recent_.pop_front();
+  }
+  tokens_per_second_->Set(static_cast<double>(recent_tokens_) /
                           std::chrono::duration<double>(kRateWindow).count());
 }
 
@@ -148,6 +158,8 @@ void ServerMetrics::ObserveStep(const StepRecord& step) {
   running_->Set(static_cast<double>(step.running));
   waiting_->Set(static_cast<double>(step.waiting));
   kv_usage_->Set(step.kv_usage_ratio);
+  kv_free_blocks_->Set(static_cast<double>(step.kv_free_blocks));
+  kv_total_blocks_->Set(static_cast<double>(step.kv_total_blocks));
   batch_size_->Set(static_cast<double>(step.batch_sequences));
   if (step.batch_tokens > 0) iteration_tokens_->Observe(static_cast<double>(step.batch_tokens));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -158,6 +170,8 @@ void ServerMetrics::ObserveStep(const StepRecord& step) {
   grow(prefix_queries_, step.prefix_queries_total, last_step_.prefix_queries_total);
   grow(prefix_hits_, step.prefix_hits_total, last_step_.prefix_hits_total);
   last_step_ = step;
+  // Lets the tokens-per-second gauge fall back to 0 once generation stops.
+  UpdateTokensPerSecondLocked(0, Clock::now());
 }
 
 std::string ServerMetrics::Serialize() const {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 
 #include "strata/sampling/deterministic_exp.h"
 
@@ -55,9 +56,11 @@ struct Scratch {
   std::vector<float> raw_logits;
 };
 
+// On the heap: its histograms (~100 KB) would otherwise sit in every thread's static TLS, which
+// must fit the stack of threads other libraries start with small stacks (civetweb's 100 KB).
 Scratch& ThreadScratch() {
-  thread_local Scratch scratch;
-  return scratch;
+  thread_local std::unique_ptr<Scratch> scratch = std::make_unique<Scratch>();
+  return *scratch;
 }
 
 // An unsigned key in the same order as the float (no NaN; -0 and +0 equal, as they compare).

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,8 @@ enum class BatchingMode {
   kAdaptive,  // AdaptiveBudget moves it with load and the inter-token latency target
 };
 
+struct EngineStats;
+
 struct EngineOptions {
   SchedulerConfig scheduler;  // max_model_len 0 = the model's context length
   size_t max_queued_requests = 1024;
@@ -55,6 +58,10 @@ struct EngineOptions {
   uint64_t model_salt = 0;
   BatchingMode batching = BatchingMode::kStatic;
   AdaptiveBudgetOptions adaptive;  // used in kAdaptive mode
+  // Called on the engine thread after every Step with a fresh snapshot, and whether the step
+  // ran a batch (idle steps report the same state with no batch); for the metrics exporter.
+  // Must be cheap, must not block and must not call into the engine.
+  std::function<void(const EngineStats& stats, bool ran_batch)> step_observer;
 };
 
 // A snapshot of the engine's counters, for logs, benchmarks and the metrics exporter.

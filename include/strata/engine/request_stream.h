@@ -25,6 +25,7 @@
 #include "strata/common/status.h"
 #include "strata/engine/request.h"
 #include "strata/sampling/finish_reason.h"
+#include "strata/sampling/sampler.h"
 
 namespace strata::engine {
 
@@ -47,6 +48,8 @@ struct RequestTiming {
 struct StreamChunk {
   std::vector<int32_t> token_ids;  // tokens generated since the previous chunk
   std::string text;                // text they made safe to show (may be "")
+  // One per token when the request asked for logprobs (SamplingParams::logprobs > 0).
+  std::vector<sampling::SampleLogprobs> logprobs;
   // Set on the last chunk only.
   std::optional<sampling::FinishReason> finish_reason;
   Status error;  // not OK only on a last chunk with kError

@@ -53,7 +53,9 @@ struct StepRecord {
   int64_t waiting = 0;  // queued + waiting in the scheduler
   int64_t batch_sequences = 0;
   int64_t batch_tokens = 0;
-  double kv_usage_ratio = 0;  // used blocks / all blocks
+  double kv_usage_ratio = 0;    // used blocks / all blocks
+  int64_t kv_free_blocks = 0;   // blocks no sequence holds (cached ones included)
+  int64_t kv_total_blocks = 0;  // the pool's size
   int64_t preemptions_total = 0;
   int64_t prefix_queries_total = 0;  // prompt blocks looked up
   int64_t prefix_hits_total = 0;     // of which found
@@ -99,6 +101,7 @@ class ServerMetrics {
   };
   Latency AddLatency(const std::string& what, const std::string& help);
   void UpdateTokensPerSecond(int64_t n);
+  void UpdateTokensPerSecondLocked(int64_t n, std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::chrono::seconds summary_window_;
@@ -118,14 +121,18 @@ class ServerMetrics {
   prometheus::Gauge* running_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Gauge* kv_usage_ = nullptr;
+  prometheus::Gauge* kv_free_blocks_ = nullptr;
+  prometheus::Gauge* kv_total_blocks_ = nullptr;
   prometheus::Gauge* batch_size_ = nullptr;
   prometheus::Gauge* tokens_per_second_ = nullptr;
   prometheus::Histogram* iteration_tokens_ = nullptr;
 
   std::mutex mutex_;  // guards what follows
   StepRecord last_step_;
-  // Generated tokens per second over the last few seconds: (time, tokens) entries.
+  // Generated tokens per second over the last few seconds: (time, tokens) entries, and their
+  // sum.
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;
+  int64_t recent_tokens_ = 0;
 };
 
 }  // namespace strata::metrics

@@ -156,6 +156,47 @@ TEST_F(EngineTest, OneRequestGivesTheGeneratorsTokensAndText) {
   EXPECT_EQ(stats.kv.used_blocks, 0);
 }
 
+// The step observer sees every step: batches while the request runs (their tokens adding up to
+// the prompt plus the generated tokens it fed back), then an idle step with nothing running.
+TEST_F(EngineTest, TheStepObserverSeesEveryBatchAndTheIdleState) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  struct Seen {
+    int batches = 0;
+    int idle = 0;
+    int64_t tokens = 0;
+    EngineStats last;
+  };
+  auto seen = std::make_shared<Seen>();
+  EngineOptions options;
+  options.scheduler.max_batched_tokens = 4;
+  options.step_observer = [seen](const EngineStats& stats, bool ran_batch) {
+    (ran_batch ? seen->batches : seen->idle) += 1;
+    if (ran_batch) {
+      EXPECT_GT(stats.last_batch_tokens, 0);
+      seen->tokens += stats.last_batch_tokens;
+    } else {
+      EXPECT_EQ(stats.last_batch_tokens, 0);
+    }
+    seen->last = stats;
+  };
+  auto engine = MakeEngine(backend.get(), options);
+  Request r;
+  r.prompt = Prompt(1, 10);
+  r.params = Greedy(5);
+  auto stream = engine->Submit(r);
+  ASSERT_TRUE(stream.ok());
+  Drain(*engine, {*stream});
+  EXPECT_EQ(seen->batches, 3 + 4);  // prompt chunks of 4, 4, 2; four more decode steps
+  EXPECT_EQ(seen->tokens, 10 + 4);  // the last generated token is never run
+  bool did_work = true;
+  ASSERT_TRUE(engine->Step(&did_work).ok());
+  EXPECT_FALSE(did_work);
+  EXPECT_EQ(seen->idle, 1);
+  EXPECT_EQ(seen->last.running, 0);
+  EXPECT_EQ(seen->last.kv.used_blocks, 0);
+  EXPECT_EQ(seen->last.kv.free_blocks, seen->last.kv.num_blocks);
+}
+
 // Many requests at once, a small token budget (prefill chunks share steps with decodes) and
 // chunks capped per sequence: each output is the one it has alone.
 TEST_F(EngineTest, BatchedChunkedRequestsMatchTheirSoloOutputs) {

@@ -101,6 +101,8 @@ TEST(ServerMetrics, StepTotalsBecomeCounterIncrementsAndGaugesFollowTheLastStep)
   s.batch_sequences = 3;
   s.batch_tokens = 130;
   s.kv_usage_ratio = 0.25;
+  s.kv_free_blocks = 30;
+  s.kv_total_blocks = 40;
   s.preemptions_total = 2;
   s.prefix_queries_total = 10;
   s.prefix_hits_total = 4;
@@ -119,6 +121,8 @@ TEST(ServerMetrics, StepTotalsBecomeCounterIncrementsAndGaugesFollowTheLastStep)
   EXPECT_EQ(Sample(text, "strata_requests_waiting"), 5);
   EXPECT_EQ(Sample(text, "strata_batch_size"), 1);
   EXPECT_EQ(Sample(text, "strata_kv_cache_usage_ratio"), 0.25);
+  EXPECT_EQ(Sample(text, "strata_kv_cache_free_blocks"), 30);
+  EXPECT_EQ(Sample(text, "strata_kv_cache_blocks"), 40);
   EXPECT_EQ(Sample(text, "strata_iteration_tokens_count"), 2);
   EXPECT_EQ(Sample(text, "strata_iteration_tokens_bucket{le=\"128\"}"), 1);
   EXPECT_EQ(Sample(text, "strata_iteration_tokens_bucket{le=\"256\"}"), 2);

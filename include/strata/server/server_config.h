@@ -1,0 +1,94 @@
+// ServerConfig: every setting of strata-server, read from (later wins) defaults, a config file,
+// the environment and the command line. One name per setting in all three places:
+//   flag `--max-batch-size 32` (or `--max-batch-size=32`),
+//   config file line `max_batch_size = 32`,
+//   environment `STRATA_MAX_BATCH_SIZE=32`.
+// Booleans take true/false (also 1/0, yes/no, on/off); a boolean flag alone means true.
+// The config file is given with `--config FILE` (or STRATA_CONFIG): `name = value` lines,
+// `#` comments, values optionally in double quotes. Unknown names in a file or on the command
+// line are errors (a typo must not silently keep a default); unknown STRATA_* variables are
+// ignored (other tools use the prefix too).
+//
+// docs/configuration.md lists every setting; a unit test keeps it in step with the table here.
+//
+// Thread rules: plain values; LoadServerConfig is a pure function of its inputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/common/status.h"
+
+namespace strata::server {
+
+struct ServerConfig {
+  // Model and backend.
+  std::string model;                      // GGUF file (required)
+  std::string chat_template;              // "" = detect from the model
+  int32_t threads = 0;                    // CPU threads; 0 = one per core
+  std::string matmul_precision = "fp32";  // "fp32" or "int8" (CPU matmul activations)
+  int64_t kv_budget_bytes = int64_t{256} << 20;
+  std::string kv_dtype = "f16";  // "f16" or "f32"
+  int32_t kv_block_size = 16;    // tokens per KV block
+
+  // Network.
+  std::string host = "127.0.0.1";
+  int32_t grpc_port = 50051;  // 0 = any free port (see port_file)
+  int32_t metrics_port = 9464;
+  std::string port_file;  // once serving, the bound ports are written here as JSON
+  int64_t max_message_bytes = int64_t{4} << 20;
+
+  // Scheduling.
+  int64_t max_model_len = 0;  // tokens per request (prompt + max_tokens); 0 = the model's
+  int64_t max_batched_tokens = 512;
+  int32_t max_batch_size = 64;
+  int64_t long_prefill_chunk = 0;  // 0 = no per-sequence cap
+  int64_t max_queued_requests = 1024;
+  std::string batching = "static";  // "static" or "adaptive"
+  double target_itl_ms = 100;       // adaptive batching's inter-token latency target
+  bool enable_prefix_caching = true;
+  std::string preload_prompts;  // file of prompts put into the prefix cache at start-up
+
+  // Requests.
+  int32_t default_max_tokens = 256;
+
+  // Lifecycle and logs.
+  double drain_grace_seconds = 30;
+  std::string log_level = "info";
+  std::string log_format = "text";  // "text" or "json"
+  bool log_prompts = false;         // prompt text in debug logs (off: privacy)
+};
+
+// One setting, for --help and the docs test.
+struct SettingInfo {
+  std::string name;  // the config-file name: "max_batch_size"
+  std::string flag;  // "--max-batch-size"
+  std::string env;   // "STRATA_MAX_BATCH_SIZE"
+  std::string default_value;
+  std::string help;
+};
+
+// Every setting, in --help order (also "config").
+std::vector<SettingInfo> ListSettings();
+
+// `--help` text.
+std::string ServerUsage();
+
+// Reads the configuration. `args` are argv[1..]; `getenv` looks up one environment variable
+// (nullopt when unset); `read_file` reads the config file. INVALID_ARGUMENT naming the source
+// ("--grpc-port", "STRATA_GRPC_PORT", "server.conf:3") and the setting for anything malformed
+// or out of range, and when --model is missing. `*help` is set (and nothing else checked) when
+// the arguments ask for --help.
+StatusOr<ServerConfig> LoadServerConfig(
+    const std::vector<std::string>& args,
+    const std::function<std::optional<std::string>(const std::string&)>& getenv,
+    const std::function<StatusOr<std::string>(const std::string&)>& read_file, bool* help);
+
+// The same, reading the process's environment and files.
+StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv, bool* help);
+
+}  // namespace strata::server

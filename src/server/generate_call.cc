@@ -1,0 +1,331 @@
+#include "strata/server/generate_call.h"
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "strata/common/logging.h"
+#include "strata/sampling/finish_reason.h"
+
+namespace strata::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+v1::FinishReason ToProto(sampling::FinishReason reason) {
+  switch (reason) {
+    case sampling::FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case sampling::FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case sampling::FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case sampling::FinishReason::kError:
+      return v1::FINISH_REASON_ERROR;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void AppendLogprobs(const engine::StreamChunk& chunk,
+                    google::protobuf::RepeatedPtrField<v1::TokenLogprobs>* out) {
+  for (const sampling::SampleLogprobs& lp : chunk.logprobs) {
+    v1::TokenLogprobs* p = out->Add();
+    p->mutable_chosen()->set_token_id(lp.chosen.token);
+    p->mutable_chosen()->set_logprob(lp.chosen.logprob);
+    for (const sampling::TokenLogprob& t : lp.top) {
+      v1::TokenLogprob* top = p->add_top();
+      top->set_token_id(t.token);
+      top->set_logprob(t.logprob);
+    }
+  }
+}
+
+void FillUsage(const engine::StreamChunk& last, v1::Usage* usage, v1::Timing* timing) {
+  usage->set_prompt_tokens(static_cast<int32_t>(last.usage.prompt_tokens));
+  usage->set_completion_tokens(static_cast<int32_t>(last.usage.completion_tokens));
+  usage->set_cached_prompt_tokens(static_cast<int32_t>(last.usage.cached_prompt_tokens));
+  timing->set_queue_seconds(last.timing.queue_seconds);
+  timing->set_time_to_first_token_seconds(last.timing.time_to_first_token_seconds);
+  timing->set_total_seconds(last.timing.total_seconds);
+}
+
+// The accounting every call does: metrics per chunk and at the end, the closing log line, and
+// the status the call ends with. Not thread-safe: the owning reactor serializes calls.
+class CallRecorder {
+ public:
+  CallRecorder(const CallEnv& env, std::string request_id)
+      : env_(env), request_id_(std::move(request_id)) {}
+
+  const std::string& request_id() const { return request_id_; }
+
+  void OnChunk(const engine::StreamChunk& chunk) {
+    if (chunk.token_ids.empty()) return;
+    const auto n = static_cast<int64_t>(chunk.token_ids.size());
+    env_.metrics->CountGeneratedTokens(n);
+    if (last_token_time_ != Clock::time_point()) {
+      // Chunks carry one token each; should one carry more, spread the gap evenly.
+      const double gap = std::chrono::duration<double>(chunk.time - last_token_time_).count();
+      for (int64_t i = 0; i < n; ++i) env_.metrics->ObserveInterTokenLatency(gap / n);
+    }
+    last_token_time_ = chunk.time;
+  }
+
+  // The last chunk: records the request and returns the call's status.
+  grpc::Status OnLast(const engine::StreamChunk& last, bool client_cancelled) {
+    const sampling::FinishReason reason = *last.finish_reason;
+    metrics::RequestRecord record;
+    record.finish_reason = std::string(sampling::FinishReasonName(reason));
+    record.prompt_tokens = last.usage.prompt_tokens;
+    record.completion_tokens = last.usage.completion_tokens;
+    record.cached_prompt_tokens = last.usage.cached_prompt_tokens;
+    // A stage the request never reached reports 0 (see RequestTiming): not observed.
+    const bool scheduled = last.usage.completion_tokens > 0 || last.timing.queue_seconds > 0;
+    record.queue_seconds = scheduled ? last.timing.queue_seconds : -1;
+    record.time_to_first_token_seconds =
+        last.usage.completion_tokens > 0 ? last.timing.time_to_first_token_seconds : -1;
+    record.e2e_seconds = last.timing.total_seconds;
+    env_.metrics->ObserveRequest(record);
+
+    grpc::Status status = grpc::Status::OK;
+    if (reason == sampling::FinishReason::kCancelled) {
+      status = client_cancelled
+                   ? grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled")
+                   : grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                  "the server shut down before the request finished");
+    } else if (reason == sampling::FinishReason::kError) {
+      status = last.error.ok()
+                   ? grpc::Status(grpc::StatusCode::INTERNAL, "the engine failed the request")
+                   : ToGrpcStatus(last.error);
+    }
+    if (!status.ok()) {
+      env_.metrics->CountError(
+          StatusCodeName(static_cast<StatusCode>(static_cast<int>(status.error_code()))));
+    }
+    Log(status.ok() || client_cancelled ? LogLevel::kInfo : LogLevel::kWarn, "request finished",
+        {{"request_id", request_id_},
+         {"finish_reason", record.finish_reason},
+         {"prompt_tokens", std::to_string(record.prompt_tokens)},
+         {"cached_prompt_tokens", std::to_string(record.cached_prompt_tokens)},
+         {"completion_tokens", std::to_string(record.completion_tokens)},
+         {"ttft_ms", std::to_string(last.timing.time_to_first_token_seconds * 1000)},
+         {"total_ms", std::to_string(last.timing.total_seconds * 1000)},
+         {"status", status.ok() ? "OK" : status.error_message()}});
+    return status;
+  }
+
+ private:
+  CallEnv env_;
+  std::string request_id_;
+  Clock::time_point last_token_time_{};
+};
+
+class UnaryGenerate final : public grpc::ServerUnaryReactor,
+                            public std::enable_shared_from_this<UnaryGenerate> {
+ public:
+  UnaryGenerate(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream,
+                std::string request_id, uint64_t seed, v1::GenerateResponse* response)
+      : env_(env),
+        stream_(std::move(stream)),
+        recorder_(env, std::move(request_id)),
+        response_(response) {
+    response_->set_request_id(recorder_.request_id());
+    response_->set_seed(seed);
+  }
+
+  void Begin(std::shared_ptr<UnaryGenerate> self) {
+    self_ = std::move(self);
+    std::weak_ptr<UnaryGenerate> weak = self_;
+    stream_->SetListener([weak] {
+      if (auto call = weak.lock()) call->Pump();
+    });
+  }
+
+  void OnCancel() override {
+    cancelled_.store(true);
+    env_.engine->Cancel(stream_->id());
+  }
+
+  void OnDone() override {
+    env_.in_flight->fetch_sub(1);
+    self_.reset();  // may delete this
+  }
+
+ private:
+  void Pump() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (finished_) return;
+    engine::StreamChunk chunk;
+    while (stream_->Next(&chunk, std::chrono::seconds(0))) {
+      recorder_.OnChunk(chunk);
+      for (const int32_t t : chunk.token_ids) response_->add_token_ids(t);
+      response_->mutable_text()->append(chunk.text);
+      AppendLogprobs(chunk, response_->mutable_logprobs());
+      if (!chunk.finish_reason) continue;
+      const grpc::Status status = recorder_.OnLast(chunk, cancelled_.load());
+      response_->set_finish_reason(ToProto(*chunk.finish_reason));
+      FillUsage(chunk, response_->mutable_usage(), response_->mutable_timing());
+      finished_ = true;
+      lock.unlock();
+      Finish(status);
+      return;
+    }
+  }
+
+  CallEnv env_;
+  std::shared_ptr<engine::RequestStream> stream_;
+  std::mutex mutex_;  // guards recorder_, response_, finished_
+  CallRecorder recorder_;
+  v1::GenerateResponse* response_;
+  bool finished_ = false;
+  std::atomic<bool> cancelled_{false};
+  std::shared_ptr<UnaryGenerate> self_;
+};
+
+class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse>,
+                             public std::enable_shared_from_this<StreamGenerate> {
+ public:
+  StreamGenerate(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream,
+                 std::string request_id, uint64_t seed)
+      : env_(env), stream_(std::move(stream)), recorder_(env, std::move(request_id)), seed_(seed) {}
+
+  void Begin(std::shared_ptr<StreamGenerate> self) {
+    self_ = std::move(self);
+    std::weak_ptr<StreamGenerate> weak = self_;
+    stream_->SetListener([weak] {
+      if (auto call = weak.lock()) call->Pump();
+    });
+  }
+
+  void OnCancel() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+    }
+    env_.engine->Cancel(stream_->id());
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      writing_ = false;
+      if (!ok) write_failed_ = true;
+    }
+    Pump();
+  }
+
+  void OnDone() override {
+    env_.in_flight->fetch_sub(1);
+    self_.reset();  // may delete this
+  }
+
+ private:
+  // Takes every chunk that arrived into one message and writes it, unless a write is in flight
+  // (its completion calls Pump again).
+  void Pump() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (finished_ || writing_) return;
+    message_.Clear();
+    bool any = false;
+    engine::StreamChunk chunk;
+    while (stream_->Next(&chunk, std::chrono::seconds(0))) {
+      any = true;
+      recorder_.OnChunk(chunk);
+      for (const int32_t t : chunk.token_ids) message_.add_token_ids(t);
+      message_.mutable_text()->append(chunk.text);
+      AppendLogprobs(chunk, message_.mutable_logprobs());
+      if (!chunk.finish_reason) continue;
+      const grpc::Status status = recorder_.OnLast(chunk, cancelled_);
+      message_.set_request_id(recorder_.request_id());
+      message_.set_finish_reason(ToProto(*chunk.finish_reason));
+      FillUsage(chunk, message_.mutable_usage(), message_.mutable_timing());
+      message_.set_seed(seed_);
+      finished_ = true;
+      const bool write = status.ok() && !cancelled_ && !write_failed_;
+      lock.unlock();
+      if (write) {
+        StartWriteAndFinish(&message_, grpc::WriteOptions(), status);
+      } else {
+        Finish(status);
+      }
+      return;
+    }
+    if (!any || cancelled_ || write_failed_) return;
+    message_.set_request_id(recorder_.request_id());
+    writing_ = true;
+    lock.unlock();
+    StartWrite(&message_);
+  }
+
+  CallEnv env_;
+  std::shared_ptr<engine::RequestStream> stream_;
+  std::mutex mutex_;  // guards everything below but seed_ and self_
+  CallRecorder recorder_;
+  uint64_t seed_;
+  v1::GenerateStreamResponse message_;  // owned by gRPC while writing_
+  bool writing_ = false;
+  bool finished_ = false;
+  bool cancelled_ = false;
+  bool write_failed_ = false;
+  std::shared_ptr<StreamGenerate> self_;
+};
+
+class RefusedStream final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {
+ public:
+  explicit RefusedStream(const Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
+                      status.message());
+}
+
+grpc::ServerUnaryReactor* RefuseUnary(grpc::CallbackServerContext* ctx,
+                                      metrics::ServerMetrics* metrics, const Status& status) {
+  metrics->CountError(StatusCodeName(status.code()));
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::GenerateStreamResponse>* RefuseStream(metrics::ServerMetrics* metrics,
+                                                                   const Status& status) {
+  metrics->CountError(StatusCodeName(status.code()));
+  return new RefusedStream(status);
+}
+
+grpc::ServerUnaryReactor* StartUnaryGenerate(const CallEnv& env, grpc::CallbackServerContext* ctx,
+                                             TranslatedRequest request,
+                                             v1::GenerateResponse* response) {
+  const std::string client_id = request.request_id;
+  StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      env.engine->Submit(std::move(request.request));
+  if (!stream.ok()) return RefuseUnary(ctx, env.metrics, stream.status());
+  env.in_flight->fetch_add(1);
+  auto call = std::make_shared<UnaryGenerate>(
+      env, *stream, client_id.empty() ? "strata-" + std::to_string((*stream)->id()) : client_id,
+      request.seed, response);
+  call->Begin(call);
+  return call.get();
+}
+
+grpc::ServerWriteReactor<v1::GenerateStreamResponse>* StartStreamGenerate(
+    const CallEnv& env, grpc::CallbackServerContext* /*ctx*/, TranslatedRequest request) {
+  const std::string client_id = request.request_id;
+  StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      env.engine->Submit(std::move(request.request));
+  if (!stream.ok()) return RefuseStream(env.metrics, stream.status());
+  env.in_flight->fetch_add(1);
+  auto call = std::make_shared<StreamGenerate>(
+      env, *stream, client_id.empty() ? "strata-" + std::to_string((*stream)->id()) : client_id,
+      request.seed);
+  call->Begin(call);
+  return call.get();
+}
+
+}  // namespace strata::server

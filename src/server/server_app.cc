@@ -1,0 +1,242 @@
+#include "strata/server/server_app.h"
+
+#include <CivetServer.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "strata/common/logging.h"
+#include "strata/metrics/server_metrics.h"
+#include "strata/server/generation_service.h"
+#include "strata/server/serving_model.h"
+
+#ifndef STRATA_VERSION
+#define STRATA_VERSION "0.0.0"
+#endif
+#ifndef STRATA_COMMIT
+#define STRATA_COMMIT "unknown"
+#endif
+
+namespace strata::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kServiceName[] = "strata.v1.Generation";
+// Room for a request's other fields next to a prompt of --max-message-bytes.
+constexpr int64_t kMessageSlack = 64 << 10;
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+// Waits up to `timeout` for SIGTERM/SIGINT; returns the signal or 0.
+int WaitForSignal(const sigset_t& set, std::chrono::milliseconds timeout) {
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1000) * 1000000L;
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+void SetHealth(grpc::Server* server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);
+  health->SetServingStatus(kServiceName, serving);
+}
+
+metrics::StepRecord ToStepRecord(const engine::EngineStats& s) {
+  metrics::StepRecord r;
+  r.running = s.running;
+  r.waiting = s.queued + s.waiting;
+  r.batch_sequences = s.last_batch_sequences;
+  r.batch_tokens = s.last_batch_tokens;
+  r.kv_usage_ratio =
+      s.kv.num_blocks > 0 ? static_cast<double>(s.kv.used_blocks) / s.kv.num_blocks : 0.0;
+  r.kv_free_blocks = s.kv.free_blocks;
+  r.kv_total_blocks = s.kv.num_blocks;
+  r.preemptions_total = s.preemptions_total;
+  r.prefix_queries_total = s.kv.prefix_queries;
+  r.prefix_hits_total = s.kv.prefix_hits;
+  return r;
+}
+
+Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+  // Written whole under a temporary name, then renamed: a reader never sees half a file.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"grpc_port\": " << grpc_port << ", \"metrics_port\": " << metrics_port << "}\n";
+    if (!out) return InternalError("cannot write the port file " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return InternalError("cannot rename " + tmp + " to " + path);
+  }
+  return OkStatus();
+}
+
+std::string HostPort(const std::string& host, int port) {
+  // An IPv6 literal needs brackets.
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return "[" + host + "]:" + std::to_string(port);
+  }
+  return host + ":" + std::to_string(port);
+}
+
+// civetweb's own messages (why a bind failed, a worker error) go to our log.
+int LogCivetMessage(const mg_connection* /*connection*/, const char* message) {
+  Log(LogLevel::kWarn, "metrics http server", {{"message", message}});
+  return 1;
+}
+
+}  // namespace
+
+int RunServer(const ServerConfig& config) {
+  const sigset_t signals = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread started below
+
+  if (StatusOr<LogLevel> level = ParseLogLevel(config.log_level); level.ok()) SetLogLevel(*level);
+  if (StatusOr<LogFormat> format = ParseLogFormat(config.log_format); format.ok()) {
+    SetLogFormat(*format);
+  }
+
+  metrics::BuildInfo build;
+  build.version = STRATA_VERSION;
+  build.commit = STRATA_COMMIT;
+  build.backend = "cpu";
+  build.model = config.model.substr(config.model.find_last_of('/') + 1);
+  metrics::ServerMetrics metrics(build);
+
+  // /metrics first: operators see the server (and its loading state) at once.
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    static CivetCallbacks callbacks = [] {
+      CivetCallbacks c{};
+      c.log_message = LogCivetMessage;
+      return c;
+    }();
+    exposer = std::make_unique<prometheus::Exposer>(HostPort(config.host, config.metrics_port),
+                                                    /*num_threads=*/2, &callbacks);
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "cannot serve metrics",
+        {{"address", HostPort(config.host, config.metrics_port)}, {"error", e.what()}});
+    return 1;
+  }
+  exposer->RegisterCollectable(std::weak_ptr<prometheus::Collectable>(metrics.registry()));
+  const std::vector<int> metrics_ports = exposer->GetListeningPorts();
+  const int metrics_port = metrics_ports.empty() ? config.metrics_port : metrics_ports.front();
+
+  ServiceOptions service_options;
+  service_options.log_prompts = config.log_prompts;
+  service_options.max_tokenize_bytes = static_cast<size_t>(config.max_message_bytes);
+  GenerationService service(&metrics, service_options);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(HostPort(config.host, config.grpc_port),
+                           grpc::InsecureServerCredentials(), &grpc_port);
+  // The transport allows a little more than --max-message-bytes so that a prompt just past the
+  // limit reaches the translator and gets INVALID_ARGUMENT naming the field; far larger
+  // messages are cut off by gRPC itself (RESOURCE_EXHAUSTED) before they are read.
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(config.max_message_bytes + kMessageSlack, INT32_MAX)));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    Log(LogLevel::kError, "cannot serve gRPC (is the port taken?)",
+        {{"address", HostPort(config.host, config.grpc_port)}});
+    return 1;
+  }
+  SetHealth(server.get(), false);
+  Log(LogLevel::kInfo, "listening",
+      {{"grpc", HostPort(config.host, grpc_port)},
+       {"metrics", HostPort(config.host, metrics_port)}});
+  if (!config.port_file.empty()) {
+    if (Status written = WritePortFile(config.port_file, grpc_port, metrics_port); !written.ok()) {
+      Log(LogLevel::kError, "cannot write the port file", {{"error", written.message()}});
+      server->Shutdown();
+      return 1;
+    }
+  }
+
+  Log(LogLevel::kInfo, "loading the model", {{"model", config.model}});
+  const Clock::time_point load_start = Clock::now();
+  StatusOr<std::unique_ptr<ServingModel>> model =
+      LoadServingModel(config, [&metrics](const engine::EngineStats& stats, bool /*ran*/) {
+        metrics.ObserveStep(ToStepRecord(stats));
+      });
+  if (!model.ok()) {
+    Log(LogLevel::kError, "cannot load the model",
+        {{"model", config.model}, {"error", model.status().ToString()}});
+    server->Shutdown();
+    return 1;
+  }
+  engine::Engine& engine = *(*model)->engine;
+  metrics.ObserveStep(ToStepRecord(engine.Stats()));
+  engine.Start();
+  service.Activate(model->get());
+  SetHealth(server.get(), true);
+  const v1::ModelInfo& info = (*model)->info;
+  Log(LogLevel::kInfo, "serving",
+      {{"model", info.name()},
+       {"backend", info.backend()},
+       {"kv_cache_tokens", std::to_string(info.kv_cache_tokens())},
+       {"load_seconds",
+        std::to_string(std::chrono::duration<double>(Clock::now() - load_start).count())}});
+
+  int sig = 0;
+  while (sig == 0) sig = WaitForSignal(signals, std::chrono::milliseconds(1000));
+
+  // Drain.
+  Log(LogLevel::kInfo, "draining",
+      {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
+       {"in_flight", std::to_string(service.in_flight())},
+       {"grace_seconds", std::to_string(config.drain_grace_seconds)}});
+  SetHealth(server.get(), false);
+  service.BeginDrain();
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(config.drain_grace_seconds));
+  bool cut_short = false;
+  while (service.in_flight() > 0 && Clock::now() < deadline) {
+    if (WaitForSignal(signals, std::chrono::milliseconds(10)) != 0) {
+      cut_short = true;
+      break;
+    }
+  }
+  const int64_t left = service.in_flight();
+  if (left > 0) {
+    Log(LogLevel::kWarn,
+        cut_short ? "second signal: cancelling the requests left"
+                  : "grace period over: cancelling the requests left",
+        {{"in_flight", std::to_string(left)}});
+  }
+  engine.Stop();  // ends what is left; their calls complete UNAVAILABLE
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Wait();
+  Log(LogLevel::kInfo, "stopped", {});
+  return 0;
+}
+
+}  // namespace strata::server

@@ -1,0 +1,430 @@
+#include "strata/server/server_config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <variant>
+
+namespace strata::server {
+namespace {
+
+// How one setting parses and where it lands.
+struct Setting {
+  const char* name;
+  std::variant<std::string ServerConfig::*, int32_t ServerConfig::*, int64_t ServerConfig::*,
+               double ServerConfig::*, bool ServerConfig::*>
+      field;
+  double min = 0;
+  double max = 0;
+  std::vector<std::string> choices;  // for strings: allowed values (empty: any)
+  const char* help = "";
+};
+
+const std::vector<Setting>& Settings() {
+  constexpr double kMaxI32 = std::numeric_limits<int32_t>::max();
+  constexpr double kMaxI64 = 9.0e15;  // exact in a double
+  static const std::vector<Setting> settings = {
+      {"model", &ServerConfig::model, 0, 0, {}, "GGUF model file (required)"},
+      {"chat_template",
+       &ServerConfig::chat_template,
+       0,
+       0,
+       {},
+       "chat template name (gemma, chatml, llama3); empty: detect from the model"},
+      {"threads", &ServerConfig::threads, 0, 1024, {}, "CPU threads; 0: one per core"},
+      {"matmul_precision",
+       &ServerConfig::matmul_precision,
+       0,
+       0,
+       {"fp32", "int8"},
+       "CPU matmul activations: fp32 (exact) or int8 (faster batches, llama.cpp-like rounding)"},
+      {"kv_budget_bytes", &ServerConfig::kv_budget_bytes, 1, kMaxI64, {}, "KV cache memory"},
+      {"kv_dtype", &ServerConfig::kv_dtype, 0, 0, {"f16", "f32"}, "KV cache element type"},
+      {"kv_block_size", &ServerConfig::kv_block_size, 1, 1024, {}, "tokens per KV block"},
+      {"host", &ServerConfig::host, 0, 0, {}, "address to listen on"},
+      {"grpc_port", &ServerConfig::grpc_port, 0, 65535, {}, "gRPC port; 0: any free port"},
+      {"metrics_port",
+       &ServerConfig::metrics_port,
+       0,
+       65535,
+       {},
+       "Prometheus /metrics port; 0: any free port"},
+      {"port_file",
+       &ServerConfig::port_file,
+       0,
+       0,
+       {},
+       "once serving, write {\"grpc_port\": N, \"metrics_port\": M} here"},
+      {"max_message_bytes",
+       &ServerConfig::max_message_bytes,
+       1024,
+       kMaxI32,
+       {},
+       "largest gRPC request accepted"},
+      {"max_model_len",
+       &ServerConfig::max_model_len,
+       0,
+       kMaxI64,
+       {},
+       "prompt + max_tokens per request at most; 0: the model's context length"},
+      {"max_batched_tokens",
+       &ServerConfig::max_batched_tokens,
+       1,
+       kMaxI64,
+       {},
+       "tokens per engine step at most (the static budget)"},
+      {"max_batch_size",
+       &ServerConfig::max_batch_size,
+       1,
+       kMaxI32,
+       {},
+       "sequences per engine step at most"},
+      {"long_prefill_chunk",
+       &ServerConfig::long_prefill_chunk,
+       0,
+       kMaxI64,
+       {},
+       "prompt tokens per sequence per step at most; 0: no cap"},
+      {"max_queued_requests",
+       &ServerConfig::max_queued_requests,
+       1,
+       kMaxI64,
+       {},
+       "requests waiting for the engine at most; beyond: RESOURCE_EXHAUSTED"},
+      {"batching",
+       &ServerConfig::batching,
+       0,
+       0,
+       {"static", "adaptive"},
+       "token budget fixed (static) or following load and --target-itl-ms (adaptive)"},
+      {"target_itl_ms",
+       &ServerConfig::target_itl_ms,
+       1,
+       1e6,
+       {},
+       "inter-token latency target of adaptive batching, milliseconds"},
+      {"enable_prefix_caching",
+       &ServerConfig::enable_prefix_caching,
+       0,
+       0,
+       {},
+       "reuse the KV of cached prompt prefixes"},
+      {"preload_prompts",
+       &ServerConfig::preload_prompts,
+       0,
+       0,
+       {},
+       "file of prompts (one per line; \\n and \\\\ escapes) put into the prefix cache at start"},
+      {"default_max_tokens",
+       &ServerConfig::default_max_tokens,
+       1,
+       kMaxI32,
+       {},
+       "max_tokens of a request that sets none"},
+      {"drain_grace_seconds",
+       &ServerConfig::drain_grace_seconds,
+       0,
+       86400,
+       {},
+       "on SIGTERM/SIGINT, how long in-flight requests may finish before they are cancelled"},
+      {"log_level",
+       &ServerConfig::log_level,
+       0,
+       0,
+       {"trace", "debug", "info", "warn", "error", "off"},
+       "least severe log level written"},
+      {"log_format", &ServerConfig::log_format, 0, 0, {"text", "json"}, "log line format"},
+      {"log_prompts",
+       &ServerConfig::log_prompts,
+       0,
+       0,
+       {},
+       "put prompt text in debug logs (off by default: prompts may be private)"},
+  };
+  return settings;
+}
+
+std::string FlagOf(std::string_view name) {
+  std::string flag = "--";
+  for (const char c : name) flag.push_back(c == '_' ? '-' : c);
+  return flag;
+}
+
+std::string EnvOf(std::string_view name) {
+  std::string env = "STRATA_";
+  for (const char c : name) env.push_back(static_cast<char>(std::toupper(c)));
+  return env;
+}
+
+std::string JoinChoices(const std::vector<std::string>& choices) {
+  std::string out;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) out += i + 1 == choices.size() ? " or " : ", ";
+    out += choices[i];
+  }
+  return out;
+}
+
+std::string FormatNumber(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+std::string DefaultOf(const Setting& setting) {
+  const ServerConfig defaults;
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& value = defaults.*member;
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return value;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return value ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          return FormatNumber(value);
+        } else {
+          return std::to_string(value);
+        }
+      },
+      setting.field);
+}
+
+const Setting* Find(std::string_view name) {
+  for (const Setting& s : Settings()) {
+    if (name == s.name) return &s;
+  }
+  return nullptr;
+}
+
+// Sets `setting` of *config from `value`; `source` names where the value came from.
+Status Apply(const Setting& setting, const std::string& source, const std::string& value,
+             ServerConfig* config) {
+  auto bad = [&](const std::string& what) {
+    return InvalidArgumentError(source + ": " + setting.name + " must be " + what + ", got '" +
+                                value + "'");
+  };
+  return std::visit(
+      [&](auto member) -> Status {
+        auto& field = config->*member;
+        using T = std::decay_t<decltype(field)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (!setting.choices.empty()) {
+            bool known = false;
+            for (const std::string& c : setting.choices) known |= c == value;
+            if (!known) return bad("one of " + JoinChoices(setting.choices));
+          }
+          field = value;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (value == "true" || value == "1" || value == "yes" || value == "on") {
+            field = true;
+          } else if (value == "false" || value == "0" || value == "no" || value == "off") {
+            field = false;
+          } else {
+            return bad("true or false");
+          }
+        } else {
+          const std::string range =
+              "in [" + FormatNumber(setting.min) + ", " + FormatNumber(setting.max) + "]";
+          errno = 0;
+          char* end = nullptr;
+          if constexpr (std::is_same_v<T, double>) {
+            const double v = std::strtod(value.c_str(), &end);
+            if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) ||
+                v < setting.min || v > setting.max) {
+              return bad("a number " + range);
+            }
+            field = v;
+          } else {
+            const long long v = std::strtoll(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0' || errno != 0 ||
+                static_cast<double>(v) < setting.min || static_cast<double>(v) > setting.max) {
+              return bad("an integer " + range);
+            }
+            field = static_cast<T>(v);
+          }
+        }
+        return OkStatus();
+      },
+      setting.field);
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+Status ApplyFile(const std::string& path, const std::string& text, ServerConfig* config) {
+  std::istringstream lines(text);
+  std::string raw;
+  int number = 0;
+  while (std::getline(lines, raw)) {
+    ++number;
+    const std::string where = path + ":" + std::to_string(number);
+    std::string_view line = Trim(raw);
+    if (line.empty() || line.front() == '#') continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgumentError(where + ": expected 'name = value', got '" + std::string(line) +
+                                  "'");
+    }
+    const std::string name(Trim(line.substr(0, eq)));
+    std::string_view value = Trim(line.substr(eq + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    } else if (const size_t hash = value.find(" #"); hash != std::string_view::npos) {
+      value = Trim(value.substr(0, hash));
+    }
+    const Setting* setting = Find(name);
+    if (setting == nullptr) {
+      return InvalidArgumentError(where + ": unknown setting '" + name +
+                                  "' (strata-server --help lists them)");
+    }
+    STRATA_RETURN_IF_ERROR(Apply(*setting, where, std::string(value), config));
+  }
+  return OkStatus();
+}
+
+// Command-line arguments as (flag name without dashes, value, source) in order. Boolean flags
+// may stand alone.
+struct FlagValue {
+  std::string name;  // config-file spelling
+  std::string value;
+  std::string source;
+};
+
+StatusOr<std::vector<FlagValue>> ParseArgs(const std::vector<std::string>& args, bool* help) {
+  std::vector<FlagValue> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      *help = true;
+      return out;
+    }
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      return InvalidArgumentError("unexpected argument '" + arg +
+                                  "': settings are flags such as --model FILE (see --help)");
+    }
+    std::string flag = arg;
+    std::optional<std::string> value;
+    if (const size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    std::string name;
+    for (const char c : std::string_view(flag).substr(2)) name.push_back(c == '-' ? '_' : c);
+    const Setting* setting = Find(name);
+    if (setting == nullptr && name != "config") {
+      return InvalidArgumentError("unknown flag " + flag + " (see --help)");
+    }
+    const bool is_bool =
+        setting != nullptr && std::holds_alternative<bool ServerConfig::*>(setting->field);
+    if (!value) {
+      if (is_bool && (i + 1 >= args.size() || args[i + 1].compare(0, 2, "--") == 0)) {
+        value = "true";
+      } else if (i + 1 >= args.size()) {
+        return InvalidArgumentError(flag + " needs a value (see --help)");
+      } else {
+        value = args[++i];
+      }
+    }
+    out.push_back({name, *value, flag});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SettingInfo> ListSettings() {
+  std::vector<SettingInfo> out;
+  out.push_back({"config", "--config", "STRATA_CONFIG", "",
+                 "config file of 'name = value' lines, read before the environment and flags"});
+  for (const Setting& s : Settings()) {
+    std::string help = s.help;
+    if (!s.choices.empty()) help += " (" + JoinChoices(s.choices) + ")";
+    out.push_back({s.name, FlagOf(s.name), EnvOf(s.name), DefaultOf(s), help});
+  }
+  return out;
+}
+
+std::string ServerUsage() {
+  std::string usage =
+      "usage: strata-server --model FILE [settings]\n"
+      "Serves the model over gRPC (strata.v1.Generation, health, reflection) and exports\n"
+      "Prometheus metrics at /metrics. Each setting is a flag, a config-file name and an\n"
+      "environment variable; flags beat the environment, which beats the config file.\n\n";
+  for (const SettingInfo& s : ListSettings()) {
+    std::string line = "  " + s.flag;
+    line.resize(std::max<size_t>(line.size() + 1, 26), ' ');
+    line += s.help;
+    if (!s.default_value.empty()) line += " [" + s.default_value + "]";
+    usage += line + "\n" + std::string(26, ' ') + s.env + "\n";
+  }
+  return usage;
+}
+
+StatusOr<ServerConfig> LoadServerConfig(
+    const std::vector<std::string>& args,
+    const std::function<std::optional<std::string>(const std::string&)>& getenv,
+    const std::function<StatusOr<std::string>(const std::string&)>& read_file, bool* help) {
+  *help = false;
+  STRATA_ASSIGN_OR_RETURN(std::vector<FlagValue> flags, ParseArgs(args, help));
+  if (*help) return ServerConfig{};
+
+  // The config file: from --config, else STRATA_CONFIG.
+  std::optional<std::string> config_path = getenv("STRATA_CONFIG");
+  for (const FlagValue& f : flags) {
+    if (f.name == "config") config_path = f.value;
+  }
+  ServerConfig config;
+  if (config_path && !config_path->empty()) {
+    StatusOr<std::string> text = read_file(*config_path);
+    if (!text.ok()) {
+      return InvalidArgumentError("cannot read the config file " + *config_path + ": " +
+                                  text.status().message());
+    }
+    STRATA_RETURN_IF_ERROR(ApplyFile(*config_path, *text, &config));
+  }
+  for (const Setting& s : Settings()) {
+    const std::string env = EnvOf(s.name);
+    if (std::optional<std::string> value = getenv(env)) {
+      STRATA_RETURN_IF_ERROR(Apply(s, env, *value, &config));
+    }
+  }
+  for (const FlagValue& f : flags) {
+    if (f.name == "config") continue;
+    STRATA_RETURN_IF_ERROR(Apply(*Find(f.name), f.source, f.value, &config));
+  }
+  if (config.model.empty()) {
+    return InvalidArgumentError("the model is required: --model FILE (or STRATA_MODEL)");
+  }
+  return config;
+}
+
+StatusOr<ServerConfig> LoadServerConfig(int argc, char** argv, bool* help) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+  auto read_file = [](const std::string& path) -> StatusOr<std::string> {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return NotFoundError("no such file or not readable");
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) return InternalError("read error");
+    return text.str();
+  };
+  return LoadServerConfig(args, getenv, read_file, help);
+}
+
+}  // namespace strata::server

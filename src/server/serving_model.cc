@@ -1,0 +1,199 @@
+#include "strata/server/serving_model.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "strata/backend/cpu/matmul.h"
+#include "strata/common/logging.h"
+
+#ifndef STRATA_VERSION
+#define STRATA_VERSION "0.0.0"
+#endif
+#ifndef STRATA_COMMIT
+#define STRATA_COMMIT "unknown"
+#endif
+
+namespace strata::server {
+namespace {
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A stable identity of the weights for prefix-cache keys: the file's size and its first
+// metadata bytes would do; the path and size are enough to keep two models apart in one process.
+uint64_t ModelSalt(const std::string& path, uint64_t size) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const char c : path) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return (h ^ size) * 1099511628211ull;
+}
+
+}  // namespace
+
+std::string FileTypeName(int64_t file_type) {
+  switch (file_type) {
+    case 0:
+      return "F32";
+    case 1:
+      return "F16";
+    case 2:
+      return "Q4_0";
+    case 3:
+      return "Q4_1";
+    case 7:
+      return "Q8_0";
+    case 8:
+      return "Q5_0";
+    case 9:
+      return "Q5_1";
+    case 10:
+      return "Q2_K";
+    case 11:
+      return "Q3_K_S";
+    case 12:
+      return "Q3_K_M";
+    case 13:
+      return "Q3_K_L";
+    case 14:
+      return "Q4_K_S";
+    case 15:
+      return "Q4_K_M";
+    case 16:
+      return "Q5_K_S";
+    case 17:
+      return "Q5_K_M";
+    case 18:
+      return "Q6_K";
+    case 32:
+      return "BF16";
+    default:
+      return "file type " + std::to_string(file_type);
+  }
+}
+
+StatusOr<std::vector<std::string>> ParsePreloadPrompts(const std::string& text) {
+  std::vector<std::string> prompts;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::string prompt;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] != '\\') {
+        prompt.push_back(line[i]);
+        continue;
+      }
+      const char next = i + 1 < line.size() ? line[i + 1] : '\0';
+      if (next == 'n') {
+        prompt.push_back('\n');
+      } else if (next == '\\') {
+        prompt.push_back('\\');
+      } else {
+        return InvalidArgumentError("preload prompts line " + std::to_string(number) +
+                                    ": unknown escape (use \\n or \\\\)");
+      }
+      ++i;
+    }
+    if (!prompt.empty()) prompts.push_back(std::move(prompt));
+  }
+  return prompts;
+}
+
+StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
+    const ServerConfig& config,
+    std::function<void(const engine::EngineStats&, bool)> step_observer) {
+  auto m = std::make_unique<ServingModel>();
+  STRATA_ASSIGN_OR_RETURN(model::GgufFile file, model::GgufFile::Open(config.model));
+  m->file = std::make_unique<model::GgufFile>(std::move(file));
+  STRATA_ASSIGN_OR_RETURN(m->tokenizer, tokenizer::Tokenizer::FromGguf(*m->file));
+  StatusOr<std::unique_ptr<tokenizer::ChatTemplate>> chat_template =
+      tokenizer::ChatTemplateRegistry::Global().Resolve(config.chat_template,
+                                                        m->tokenizer->vocab());
+  if (chat_template.ok()) {
+    m->chat_template = std::move(*chat_template);
+  } else if (!config.chat_template.empty()) {
+    return InvalidArgumentError("--chat-template: " + chat_template.status().message());
+  } else {
+    LogWarn("the model has no chat template Strata knows: chat input will be refused",
+            {{"model", config.model}});
+  }
+
+  backend::cpu::CpuBackendOptions backend_options;
+  backend_options.num_threads = config.threads;
+  backend_options.kv_budget_bytes = config.kv_budget_bytes;
+  backend_options.kv_dtype =
+      config.kv_dtype == "f32" ? backend::cpu::KvDtype::kF32 : backend::cpu::KvDtype::kF16;
+  backend_options.block_size = config.kv_block_size;
+  STRATA_ASSIGN_OR_RETURN(m->backend, backend::cpu::CpuBackend::Create(*m->file, backend_options));
+  const model::ModelConfig& model_config = m->backend->config();
+
+  engine::EngineOptions engine_options;
+  engine_options.scheduler.max_batched_tokens = config.max_batched_tokens;
+  engine_options.scheduler.max_batch_size = config.max_batch_size;
+  engine_options.scheduler.long_prefill_chunk = config.long_prefill_chunk;
+  engine_options.scheduler.max_model_len = config.max_model_len;
+  engine_options.max_queued_requests = static_cast<size_t>(config.max_queued_requests);
+  engine_options.enable_prefix_caching = config.enable_prefix_caching;
+  engine_options.model_salt = ModelSalt(config.model, m->file->file_size());
+  engine_options.batching = config.batching == "adaptive" ? engine::BatchingMode::kAdaptive
+                                                          : engine::BatchingMode::kStatic;
+  engine_options.adaptive.target_itl_seconds = config.target_itl_ms / 1000.0;
+  engine_options.step_observer = std::move(step_observer);
+  STRATA_ASSIGN_OR_RETURN(
+      m->engine, engine::Engine::Create(m->backend.get(), m->tokenizer.get(), engine_options));
+
+  if (!config.preload_prompts.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, ReadFile(config.preload_prompts));
+    STRATA_ASSIGN_OR_RETURN(std::vector<std::string> prompts, ParsePreloadPrompts(text));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Status status = m->engine->Preload(
+          m->tokenizer->Encode(prompts[i], {/*add_special=*/true, /*parse_special=*/false}));
+      if (!status.ok()) {
+        return InvalidArgumentError("--preload-prompts: prompt " + std::to_string(i + 1) + ": " +
+                                    status.message());
+      }
+    }
+    LogInfo("prefix cache preloaded", {{"prompts", std::to_string(prompts.size())}});
+  }
+
+  const int64_t context =
+      config.max_model_len > 0 ? config.max_model_len : model_config.context_length;
+  TranslatorLimits limits;
+  limits.context_length = context;
+  limits.max_prompt_bytes = static_cast<size_t>(config.max_message_bytes);
+  limits.default_max_tokens = config.default_max_tokens;
+  m->translator =
+      std::make_unique<RequestTranslator>(m->tokenizer.get(), m->chat_template.get(), limits);
+
+  v1::ModelInfo& info = m->info;
+  StatusOr<std::string_view> name = m->file->GetString("general.name");
+  info.set_name(name.ok() ? std::string(*name) : config.model);
+  info.set_architecture(model_config.arch_name);
+  uint64_t parameters = 0;
+  for (const model::GgufTensorInfo& t : m->file->tensors()) parameters += t.num_elements;
+  info.set_parameters(static_cast<int64_t>(parameters));
+  StatusOr<int64_t> file_type = m->file->GetInt("general.file_type");
+  info.set_quantization(file_type.ok() ? FileTypeName(*file_type) : "unknown");
+  info.set_context_length(static_cast<int32_t>(context));
+  info.set_vocab_size(static_cast<int32_t>(model_config.vocab_size));
+  info.set_chat_template(m->chat_template ? std::string(m->chat_template->name()) : "");
+  info.set_max_batch_size(config.max_batch_size);
+  info.set_max_batched_tokens(config.max_batched_tokens);
+  const engine::EngineStats stats = m->engine->Stats();
+  info.set_kv_cache_tokens(int64_t{stats.kv.num_blocks} * config.kv_block_size);
+  info.set_max_queued_requests(static_cast<int32_t>(config.max_queued_requests));
+  info.set_backend("cpu (" + std::string(backend::cpu::MatMulIsa()) + ", " +
+                   std::to_string(m->backend->num_threads()) + " threads, " +
+                   config.matmul_precision + " matmul)");
+  info.set_version(std::string(STRATA_VERSION) + " (" + STRATA_COMMIT + ")");
+  return m;
+}
+
+}  // namespace strata::server

@@ -1,0 +1,146 @@
+"""Runs the real strata-server on loopback ports and talks to it like any client would.
+
+The Python stubs of proto/strata/v1 are generated with grpc_tools into a temporary folder at
+import time, so the tests always use the wire contract as it is in the tree.
+"""
+import importlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_tools import protoc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generate_stubs():
+    out = Path(tempfile.mkdtemp(prefix="strata-stubs-"))
+    proto_dir = ROOT / "proto"
+    rc = protoc.main([
+        "grpc_tools.protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}",
+        str(proto_dir / "strata" / "v1" / "generation.proto")
+    ])
+    assert rc == 0, "protoc failed on proto/strata/v1/generation.proto"
+    sys.path.insert(0, str(out))
+    return (importlib.import_module("strata.v1.generation_pb2"),
+            importlib.import_module("strata.v1.generation_pb2_grpc"))
+
+
+pb, pb_grpc = _generate_stubs()
+
+
+def build_dir() -> Path:
+    return Path(os.environ.get("STRATA_BUILD_DIR", ROOT / "build"))
+
+
+def model_path() -> Path:
+    return Path(os.environ.get("STRATA_MODEL", ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"))
+
+
+class Server:
+    """One strata-server process; `stub` is a Generation client on a real channel."""
+
+    def __init__(self, *flags: str, threads: int = 2):
+        binary = build_dir() / "src" / "tools" / "strata-server"
+        assert binary.is_file(), f"{binary} is missing: run scripts/build"
+        self.dir = Path(tempfile.mkdtemp(prefix="strata-server-"))
+        port_file = self.dir / "ports.json"
+        self.log_path = self.dir / "server.log"
+        self._log = open(self.log_path, "wb")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+        self.proc = subprocess.Popen(
+            [str(binary), "--model", str(model_path()), "--host", "127.0.0.1", "--grpc-port", "0",
+             "--metrics-port", "0", "--port-file", str(port_file), "--threads", str(threads),
+             *flags],
+            stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"strata-server did not start:\n{self.log()}")
+            time.sleep(0.02)
+        ports = json.loads(port_file.read_text())
+        self.grpc_port = ports["grpc_port"]
+        self.metrics_port = ports["metrics_port"]
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+        self.stub = pb_grpc.GenerationStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+
+    def wait_serving(self, timeout: float = 60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.health_status() == health_pb2.HealthCheckResponse.SERVING:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"strata-server never became SERVING:\n{self.log()}")
+
+    def health_status(self, service: str = ""):
+        try:
+            return self.health.Check(health_pb2.HealthCheckRequest(service=service),
+                                     timeout=2).status
+        except grpc.RpcError:
+            return None
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=5) as r:
+            return r.read().decode()
+
+    def metric(self, name: str, labels: str = "") -> float:
+        """The value of one sample (`labels` as in the exposition, e.g. 'code="CANCELLED"');
+        0 when absent."""
+        key = name + ("{" + labels + "}" if labels else "")
+        for line in self.metrics_text().splitlines():
+            if line.startswith(key + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def wait_metric(self, predicate, timeout: float = 15.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def signal(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.channel.close()
+        self._log.close()
+        return self.proc.returncode
+
+
+def greedy(max_tokens: int, **extra):
+    return pb.SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, **extra)
+
+
+def idle_kv(server: Server) -> bool:
+    """True when no request holds a KV block (the free-block gauge is back at the pool size)."""
+    text = server.metrics_text()
+    values = {}
+    for name in ("strata_kv_cache_free_blocks", "strata_kv_cache_blocks"):
+        m = re.search(rf"^{name} (\S+)$", text, re.M)
+        values[name] = float(m.group(1)) if m else -1
+    return values["strata_kv_cache_blocks"] > 0 and (
+        values["strata_kv_cache_free_blocks"] == values["strata_kv_cache_blocks"])

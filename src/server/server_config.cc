@@ -57,7 +57,7 @@ const std::vector<Setting>& Settings() {
        0,
        0,
        {},
-       "once serving, write {\"grpc_port\": N, \"metrics_port\": M} here"},
+       "once the ports are bound, write {\"grpc_port\": N, \"metrics_port\": M} here"},
       {"max_message_bytes",
        &ServerConfig::max_message_bytes,
        1024,

@@ -97,3 +97,12 @@ def test_prometheus_scrapes_the_server_and_computes_p99():
             prom.wait(timeout=30)
         assert server.stop() == 0
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_the_shipped_scrape_config_and_rules_are_valid():
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(["promtool", "check", "config",
+                        str(root / "deploy" / "prometheus" / "prometheus.yml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr

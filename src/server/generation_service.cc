@@ -56,7 +56,7 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
   if (!model.ok()) return RefuseUnary(ctx, metrics_, model.status());
   StatusOr<TranslatedRequest> translated = Translate(**model, *request);
   if (!translated.ok()) return RefuseUnary(ctx, metrics_, translated.status());
-  const CallEnv env{(*model)->engine.get(), metrics_, &in_flight_, options_.log_prompts};
+  const CallEnv env{(*model)->engine.get(), metrics_, &in_flight_};
   return StartUnaryGenerate(env, ctx, std::move(*translated), response);
 }
 
@@ -66,7 +66,7 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
   if (!model.ok()) return RefuseStream(metrics_, model.status());
   StatusOr<TranslatedRequest> translated = Translate(**model, *request);
   if (!translated.ok()) return RefuseStream(metrics_, translated.status());
-  const CallEnv env{(*model)->engine.get(), metrics_, &in_flight_, options_.log_prompts};
+  const CallEnv env{(*model)->engine.get(), metrics_, &in_flight_};
   return StartStreamGenerate(env, ctx, std::move(*translated));
 }
 

@@ -33,7 +33,6 @@ struct CallEnv {
   engine::Engine* engine = nullptr;
   metrics::ServerMetrics* metrics = nullptr;
   std::atomic<int64_t>* in_flight = nullptr;  // calls accepted and not yet done
-  bool log_prompts = false;
 };
 
 grpc::Status ToGrpcStatus(const Status& status);

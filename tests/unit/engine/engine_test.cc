@@ -198,6 +198,40 @@ TEST_F(EngineTest, TheStepObserverSeesEveryBatchAndTheIdleState) {
   EXPECT_EQ(seen->last.kv.free_blocks, seen->last.kv.num_blocks);
 }
 
+TEST_F(EngineTest, ChunksCarryLogprobsOnlyWhenAskedFor) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  for (const int32_t top : {3, 0}) {
+    Request r;
+    r.prompt = Prompt(2, 7);
+    r.params = Greedy(4);
+    r.params.logprobs = top;
+    auto stream = engine->Submit(r);
+    ASSERT_TRUE(stream.ok());
+    int tokens = 0;
+    for (int step = 0; step < 100 && !(*stream)->finished(); ++step) {
+      bool did_work = false;
+      ASSERT_TRUE(engine->Step(&did_work).ok());
+      StreamChunk chunk;
+      while ((*stream)->Next(&chunk, std::chrono::seconds(0))) {
+        tokens += static_cast<int>(chunk.token_ids.size());
+        if (top == 0) {
+          EXPECT_TRUE(chunk.logprobs.empty());
+          continue;
+        }
+        ASSERT_EQ(chunk.logprobs.size(), chunk.token_ids.size());
+        for (size_t i = 0; i < chunk.token_ids.size(); ++i) {
+          EXPECT_EQ(chunk.logprobs[i].chosen.token, chunk.token_ids[i]);
+          ASSERT_EQ(chunk.logprobs[i].top.size(), 3u);
+          EXPECT_EQ(chunk.logprobs[i].top[0].token, chunk.token_ids[i]);  // greedy
+          EXPECT_LE(chunk.logprobs[i].chosen.logprob, 0.0f);
+        }
+      }
+    }
+    EXPECT_EQ(tokens, 4);
+  }
+}
+
 // Many requests at once, a small token budget (prefill chunks share steps with decodes) and
 // chunks capped per sequence: each output is the one it has alone.
 TEST_F(EngineTest, BatchedChunkedRequestsMatchTheirSoloOutputs) {

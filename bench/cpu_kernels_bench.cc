@@ -125,7 +125,8 @@ const Matrix& GetMatrix(const Shape& s) {
   return cache.back()->second;
 }
 
-void BM_MatMul(benchmark::State& state, const Shape& shape, std::string isa) {
+void BM_MatMul(benchmark::State& state, const Shape& shape, std::string isa,
+               MatMulPrecision precision) {
   if (!SetMatMulIsa(isa)) {
     state.SkipWithError(("this CPU has no " + isa).c_str());
     return;
@@ -138,9 +139,11 @@ void BM_MatMul(benchmark::State& state, const Shape& shape, std::string isa) {
   for (float& v : x) v = normal(rng);
   std::vector<float> y(tokens * shape.rows);
   ThreadPool& pool = Pool();
-  MatMul(m.w, x.data(), tokens, y.data(), &pool);  // warm: page in the weights, grow buffers
+  const MatMulOptions options{precision};
+  // warm: page in the weights, grow buffers
+  MatMul(m.w, x.data(), tokens, y.data(), &pool, options);
   for (auto _ : state) {
-    MatMul(m.w, x.data(), tokens, y.data(), &pool);
+    MatMul(m.w, x.data(), tokens, y.data(), &pool, options);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -152,7 +155,9 @@ void BM_MatMul(benchmark::State& state, const Shape& shape, std::string isa) {
       benchmark::Counter(weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(m.real ? "model" : "random") + " " + std::string(MatMulIsa()) + " " +
+  const bool int8 = precision == MatMulPrecision::kInt8 && MatMulInt8Supports(shape.type);
+  state.SetLabel(std::string(m.real ? "model" : "random") + " " +
+                 (int8 ? std::string("int8 avx512_vnni") : std::string(MatMulIsa())) + " " +
                  std::to_string(pool.num_threads()) + " threads");
   SetMatMulForceScalar(false);
 }
@@ -241,12 +246,17 @@ void RegisterAll() {
   };
   for (const Shape& shape : shapes) {
     const bool huge = shape.rows * shape.cols > (int64_t{1} << 26);
-    for (const char* isa : {"avx512", "avx2", "scalar"}) {
+    // "int8": MatMulPrecision::kInt8 (the AVX-512 VNNI kernels; fp32 avx512 where absent).
+    for (const char* isa : {"avx512", "int8", "avx2", "scalar"}) {
       const bool scalar = std::strcmp(isa, "scalar") == 0;
-      auto* b = benchmark::RegisterBenchmark(("MatMul/" + shape.label + "/" + isa).c_str(),
-                                             BM_MatMul, shape, std::string(isa));
-      // The output projection runs for a few tokens per step (logits), never 512.
-      for (int64_t tokens : {1, 4, 16, 64, 512}) {
+      const bool int8 = std::strcmp(isa, "int8") == 0;
+      auto* b =
+          benchmark::RegisterBenchmark(("MatMul/" + shape.label + "/" + isa).c_str(), BM_MatMul,
+                                       shape, std::string(int8 ? "avx512" : isa),
+                                       int8 ? MatMulPrecision::kInt8 : MatMulPrecision::kFp32);
+      // The output projection runs for up to a batch's worth of tokens per step (logits), never
+      // 512.
+      for (int64_t tokens : {1, 4, 8, 16, 32, 64, 512}) {
         if (huge && (tokens > 64 || (scalar && tokens > 1))) continue;
         b->Arg(tokens);
       }

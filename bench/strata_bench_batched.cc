@@ -88,6 +88,7 @@ using strata::engine::StreamChunk;
 constexpr char kUsage[] =
     "usage: strata-bench-batched --model MODEL.gguf [flags]\n"
     "  --threads N              CPU threads (default: one per core)\n"
+    "  --matmul-precision fp32|int8  matmul activations (default fp32; see matmul.h)\n"
     "  --kv-budget-bytes B      KV cache memory (default 0: sized to the largest test)\n"
     "  --concurrency LIST       requests submitted at once, comma-separated\n"
     "                           (default 1,2,4,8,16,32,64)\n"
@@ -327,12 +328,16 @@ class JsonLine {
 struct EngineSetup {
   EngineOptions options;
   int threads = 0;
+  strata::backend::cpu::MatMulPrecision matmul_precision =
+      strata::backend::cpu::MatMulPrecision::kFp32;
   strata::backend::KvGeometry geometry;
 };
 
 void AddEngineFields(const EngineSetup& e, JsonLine* line) {
   const EngineOptions& o = e.options;
   line->Int("threads", e.threads)
+      .Str("matmul_precision",
+           std::string(strata::backend::cpu::MatMulPrecisionName(e.matmul_precision)))
       .Int("max_batched_tokens", o.scheduler.max_batched_tokens)
       .Int("max_batch_size", o.scheduler.max_batch_size)
       .Int("long_prefill_chunk", o.scheduler.long_prefill_chunk)
@@ -437,6 +442,10 @@ int main(int argc, char** argv) {
       model_path = v;
     } else if (flag == "--threads") {
       backend_options.num_threads = static_cast<int>(kArgs.Int(flag, v, 0));
+    } else if (flag == "--matmul-precision") {
+      if (!strata::backend::cpu::ParseMatMulPrecision(v, &backend_options.matmul_precision)) {
+        kArgs.Fail(std::string("--matmul-precision must be fp32 or int8, got '") + v + "'");
+      }
     } else if (flag == "--kv-budget-bytes") {
       backend_options.kv_budget_bytes = kArgs.Int(flag, v, 0);
     } else if (flag == "--concurrency") {
@@ -504,7 +513,8 @@ int main(int argc, char** argv) {
   CpuBackend* backend = created->get();
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
   Bench bench(backend, tokenizer->get(), options);
-  const EngineSetup setup{options, backend->num_threads(), backend->kv_geometry()};
+  const EngineSetup setup{options, backend->num_threads(), backend_options.matmul_precision,
+                          backend->kv_geometry()};
 
   if (warmup) {
     std::unique_ptr<Engine> engine = bench.NewEngine();

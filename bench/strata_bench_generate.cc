@@ -60,6 +60,7 @@ constexpr char kUsage[] =
     "  --reps R                 timed repetitions of each test (default 5)\n"
     "  --kv-budget-bytes B      KV cache memory (default 268435456)\n"
     "  --kv-dtype f16|f32       KV cache storage type (default f16)\n"
+    "  --matmul-precision fp32|int8  matmul activations (default fp32; see matmul.h)\n"
     "  --prefill-chunk N        prompt tokens per forward pass (default 512)\n"
     "  --seed S                 seed of the random prompt tokens (default 42)\n"
     "  --no-warmup              skip the untimed warmup run of each test\n";
@@ -194,6 +195,10 @@ int main(int argc, char** argv) {
         kArgs.Fail(std::string("--kv-dtype must be f16 or f32, got '") + v + "'");
       }
       options.kv_dtype = std::strcmp(v, "f16") == 0 ? KvDtype::kF16 : KvDtype::kF32;
+    } else if (flag == "--matmul-precision") {
+      if (!strata::backend::cpu::ParseMatMulPrecision(v, &options.matmul_precision)) {
+        kArgs.Fail(std::string("--matmul-precision must be fp32 or int8, got '") + v + "'");
+      }
     } else {
       kArgs.Fail("unknown flag " + flag + " (see --help)");
     }

@@ -131,6 +131,11 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   backend_options.kv_dtype =
       config.kv_dtype == "f32" ? backend::cpu::KvDtype::kF32 : backend::cpu::KvDtype::kF16;
   backend_options.block_size = config.kv_block_size;
+  if (!backend::cpu::ParseMatMulPrecision(config.matmul_precision,
+                                          &backend_options.matmul_precision)) {
+    return InvalidArgumentError("--matmul-precision must be fp32 or int8, got '" +
+                                config.matmul_precision + "'");
+  }
   STRATA_ASSIGN_OR_RETURN(m->backend, backend::cpu::CpuBackend::Create(*m->file, backend_options));
   const model::ModelConfig& model_config = m->backend->config();
 

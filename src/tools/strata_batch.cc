@@ -39,7 +39,9 @@ constexpr char kUsage[] =
     "  --batching static|adaptive token budget fixed, or following --target-itl-ms\n"
     "  --target-itl-ms F          inter-token latency target of adaptive batching (100)\n"
     "  --kv-budget-bytes N        KV cache memory (default 268435456)\n"
-    "  --threads N                CPU threads (default: one per core)\n";
+    "  --threads N                CPU threads (default: one per core)\n"
+    "  --matmul-precision fp32|int8\n"
+    "                             matmul activations (default fp32; see matmul.h)\n";
 
 constexpr strata::ToolArgs kArgs("strata-batch", /*usage_exit_code=*/2);
 
@@ -147,7 +149,11 @@ int main(int argc, char** argv) {
       options.kv_budget_bytes = kArgs.Int(flag, v);
     else if (flag == "--threads")
       options.num_threads = static_cast<int>(kArgs.Int(flag, v));
-    else
+    else if (flag == "--matmul-precision") {
+      if (!strata::backend::cpu::ParseMatMulPrecision(v, &options.matmul_precision)) {
+        kArgs.Fail("--matmul-precision must be fp32 or int8", 2);
+      }
+    } else
       kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
   }
   if (prompts_path.empty()) kArgs.Fail("--prompts is required (see --help)", 2);

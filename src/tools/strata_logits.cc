@@ -2,6 +2,7 @@
 //
 //   strata-logits MODEL.gguf --tokens "ID ID ..." [--mode logits|nll|greedy]
 //                 [--steps N] [--chunk N] [--threads N] [--kv-dtype f16|f32]
+//                 [--matmul-precision fp32|int8]
 //
 // logits: teacher forcing; writes [n_tokens, vocab] fp32 (little-endian) to stdout.
 // nll:    teacher forcing; writes [n_tokens - 1] fp32: log p(token[i+1] | tokens[..i]).
@@ -73,6 +74,10 @@ int main(int argc, char** argv) {
       std::string v = next();
       if (v != "f16" && v != "f32") kArgs.Fail("--kv-dtype must be f16 or f32");
       options.kv_dtype = v == "f16" ? KvDtype::kF16 : KvDtype::kF32;
+    } else if (arg == "--matmul-precision") {
+      if (!strata::backend::cpu::ParseMatMulPrecision(next(), &options.matmul_precision)) {
+        kArgs.Fail("--matmul-precision must be fp32 or int8");
+      }
     } else {
       kArgs.Fail("unknown argument " + arg);
     }

@@ -76,3 +76,31 @@ def test_greedy_output_is_the_same_however_the_engine_serves_it(build_dir, model
     assert check(counters), (label, counters)
     for i, tokens in alone.items():
         assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"
+
+
+# ---- int8 matmul precision ------------------------------------------------------------------
+# With --matmul-precision int8 a token's matmul rows are bit-identical whatever the batch (see
+# include/strata/backend/cpu/matmul.h), so the same invariance holds: each request alone (int8)
+# against all 16 together and in prefill chunks of 7 (int8).
+INT8 = ["--matmul-precision", "int8"]
+
+
+@pytest.fixture(scope="module")
+def alone_int8(build_dir, model_path, prompts_file):
+    outputs, _ = run(build_dir, model_path, prompts_file, "--mode", "alone", *INT8)
+    assert len(outputs) == 16 and all(len(t) == MAX_TOKENS for t in outputs.values())
+    return outputs
+
+
+@pytest.mark.parametrize("label,args,check", [
+    ("int8, one batch of 16", ["--mode", "together", "--max-batched-tokens", "2048",
+                               "--no-prefix-caching"], lambda c: c["steps"] == MAX_TOKENS),
+    ("int8, chunks of 7", ["--long-prefill-chunk", "7", "--no-prefix-caching"],
+     lambda c: c["steps"] > MAX_TOKENS + 5),
+])
+def test_int8_greedy_output_is_the_same_alone_and_batched(build_dir, model_path, prompts_file,
+                                                           alone_int8, label, args, check):
+    outputs, counters = run(build_dir, model_path, prompts_file, *args, *INT8)
+    assert check(counters), (label, counters)
+    for i, tokens in alone_int8.items():
+        assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"

@@ -18,6 +18,7 @@
 #include <memory>
 #include <new>
 
+#include "matmul_int8_internal.h"
 #include "matmul_internal.h"
 #include "strata/common/check.h"
 
@@ -168,17 +169,55 @@ bool SetMatMulIsa(std::string_view isa) {
   return true;
 }
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+bool MatMulInt8Supports(GgmlType type) {
+  const internal::Int8Family* family = internal::Avx512VnniInt8Family();
+  return family != nullptr && family->rows_for(type) != nullptr;
+}
+
+std::string_view MatMulPrecisionName(MatMulPrecision precision) {
+  return precision == MatMulPrecision::kInt8 ? "int8" : "fp32";
+}
+
+bool ParseMatMulPrecision(std::string_view name, MatMulPrecision* precision) {
+  if (name == "fp32") {
+    *precision = MatMulPrecision::kFp32;
+  } else if (name == "int8") {
+    *precision = MatMulPrecision::kInt8;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void QuantizeRowInt8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums16) {
+  STRATA_CHECK(cols >= 0 && cols % 32 == 0);
+  const internal::Int8Family* family = internal::Avx512VnniInt8Family();
+  (family != nullptr ? family->quantize_row : &internal::QuantizeRowInt8Scalar)(x, cols, q, scales,
+                                                                                sums16);
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            const MatMulOptions& options) {
   STRATA_CHECK(MatMulSupports(w.type));
   const model::GgmlTypeTraits traits = model::TraitsOf(w.type);
   const int64_t block_size = traits.block_size;
   const int64_t type_size = traits.type_size;
   STRATA_CHECK(w.rows >= 0 && w.cols > 0 && w.cols % block_size == 0 && n_tokens >= 0);
   if (n_tokens == 0 || w.rows == 0) return;
-  const KernelFamily& family = Family();
   const int64_t rows = w.rows;
   const int64_t cols = w.cols;
   const int64_t row_bytes = cols / block_size * type_size;
+
+  if (options.precision == MatMulPrecision::kInt8) {
+    if (const internal::Int8Family* int8 = internal::Avx512VnniInt8Family()) {
+      if (const internal::Int8RowsFn rows_fn = int8->rows_for(w.type)) {
+        internal::MatMulInt8(*int8, rows_fn, w.data, row_bytes, rows, cols, x, n_tokens, y, pool);
+        return;
+      }
+    }
+  }
+
+  const KernelFamily& family = Family();
 
   // The kernels want each token's row to start on a cache line (full-width loads that straddle
   // two lines cost a third of their speed): repack x, once per call, when the caller's are not.

@@ -10,6 +10,7 @@
 
 #include "strata/backend/backend.h"
 #include "strata/backend/cpu/kv_storage.h"
+#include "strata/backend/cpu/matmul.h"
 #include "strata/backend/cpu/thread_pool.h"
 #include "strata/model/gguf_file.h"
 #include "strata/model/model_config.h"
@@ -22,6 +23,9 @@ struct CpuBackendOptions {
   int64_t kv_budget_bytes = 256 << 20;  // memory for the KV cache
   KvDtype kv_dtype = KvDtype::kF16;
   int32_t block_size = 16;  // tokens per KV block
+  // Activation precision of every weight matmul (see matmul.h). kInt8 is opt-in: faster for
+  // batches on AVX-512 VNNI CPUs, with logits that differ slightly from kFp32's.
+  MatMulPrecision matmul_precision = MatMulPrecision::kFp32;
 };
 
 class CpuBackend final : public Backend {

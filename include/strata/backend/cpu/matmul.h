@@ -9,8 +9,31 @@
 //   to 1024 columns) into a thread-local fp32 buffer that stays in L2, and runs a register-blocked
 //   FMA micro-kernel (4 rows x 6 tokens on AVX-512, 3 x 4 on AVX2) over it for all tokens, so
 //   each weight byte is decoded once per call.
-// Activations stay fp32 (no int8 rounding of x), and the decoders reproduce model::Dequantize
-// bit for bit, so every path agrees with a float64 reference to fp32 accumulation error.
+// With MatMulPrecision::kFp32 (the default) activations stay fp32 (no int8 rounding of x), and
+// the decoders reproduce model::Dequantize bit for bit, so every path agrees with a float64
+// reference to fp32 accumulation error.
+//
+// Precision (MatMulOptions::precision):
+// - kFp32 (the default): as above; activations stay fp32.
+// - kInt8 (opt-in): each token's activations are quantized per 32-column block to int8 with one
+//   fp32 scale (QuantizeRowInt8: d = amax / 127, q = round-to-nearest-even(x * (1 / d)),
+//   clamped to [-127, 127]; an all-zero block gets d = 0 and q = 0, as llama.cpp's q8_0
+//   activations but with the scale kept in fp32), and the products run in integers with
+//   AVX-512 VNNI (vpdpbusd): a weight tile is decoded once per call into unsigned 8-bit codes
+//   (signed formats shifted by 128, the shift taken back with the activation block sums; formats
+//   with a min keep their codes and add min * d_x * sum(q_x) per block), and each
+//   (row, token) then accumulates, block after block in column order,
+//     acc = fma(float(isum_b), d_w,b * d_x,b, acc)    [+ fma(m_w,b, d_x,b * sum_b(q_x), acc)]
+//   where isum_b is the exact integer dot product of the block (Q6_K: per 16-column half, with
+//   the half's own weight scale). That chain is the only floating-point rounding, and it is the
+//   same whatever n_tokens is, however rows and tokens are split over threads and whichever
+//   register block computes the element: a token's output row is bit-identical alone or in any
+//   batch. Versus kFp32 the result differs by the activation rounding (relative error up to
+//   1/254 of each block's largest element), not by summation order.
+//   Integer kernels exist for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K on CPUs with
+//   AVX-512 F/BW/VL/DQ + VNNI (MatMulInt8Supports); every other type, and every type on other
+//   CPUs, runs the kFp32 path unchanged. Weights are still read in place (no repacking, no
+//   extra resident memory beyond a per-thread tile of a few tens of KiB).
 //
 // Kernel families are chosen at run time from the CPU's features ("avx512", "avx2", "scalar");
 // the binary needs no -march flags.
@@ -50,10 +73,38 @@ struct WeightMatrix {
 // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). Splits the rows (and, when rows are few for
 // the pool, the tokens) across `pool`; pool == nullptr runs on the calling thread. An
 // unsupported type or a cols value that is not a multiple of the block size is a programmer
-// error (checked). n_tokens == 0 does nothing.
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+// error (checked). n_tokens == 0 does nothing. options.precision picks the activation precision
+// (see "Precision" above); the default keeps the fp32 behaviour.
+enum class MatMulPrecision {
+  kFp32,  // fp32 activations, fp32 accumulation (the default)
+  kInt8,  // int8 activations per 32-column block, integer dot products (see the top of the file)
+};
+
+struct MatMulOptions {
+  MatMulPrecision precision = MatMulPrecision::kFp32;
+};
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            const MatMulOptions& options = {});
 
 bool MatMulSupports(model::GgmlType type);
+
+// Whether MatMulPrecision::kInt8 runs integer kernels for `type` on this CPU (false: it runs the
+// fp32 path, with kFp32's numerics).
+bool MatMulInt8Supports(model::GgmlType type);
+
+// "fp32" / "int8", for flags and logs. Parse returns false (and changes nothing) for any other
+// name.
+std::string_view MatMulPrecisionName(MatMulPrecision precision);
+bool ParseMatMulPrecision(std::string_view name, MatMulPrecision* precision);
+
+// kInt8's activation quantizer, for one token row (exposed for tests and references):
+//   x: [cols] fp32, cols a multiple of 32; q: [cols] int8; scales: [cols / 32] fp32 (d per
+//   block); sums16: [cols / 16] int32, the sum of q over each 16-column half block.
+// d = amax / 127 (fp32 division), q = nearbyint(x * (1.0f / d)) clamped to [-127, 127]; an
+// all-zero block gives d = 0 and q = 0. Uses AVX-512 when present, bit-identical to the scalar
+// code. Inputs must be finite.
+void QuantizeRowInt8(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums16);
 
 // Which kernel family runs on this machine ("avx512", "avx2", "scalar"), for logs/benchmarks.
 std::string_view MatMulIsa();

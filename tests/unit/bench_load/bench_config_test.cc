@@ -1,0 +1,84 @@
+#include "bench/load/bench_config.h"
+
+#include <gtest/gtest.h>
+
+#include "bench/load/json_value.h"
+
+namespace strata::bench {
+namespace {
+
+StatusOr<BenchConfig> Parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "strata-bench");
+  bool help = false;
+  return ParseBenchFlags(static_cast<int>(args.size()), args.data(), &help);
+}
+
+TEST(BenchConfig, DefaultsToOneRequestInFlightAndAHundredRequests) {
+  const auto c = Parse({});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->target, "strata");
+  EXPECT_EQ(c->EffectiveConcurrency(), 1);
+  EXPECT_EQ(c->EffectiveNumRequests(), 100);
+  EXPECT_EQ(c->prompt_tokens.min, 128);
+  EXPECT_EQ(c->output_tokens.max, 128);
+}
+
+TEST(BenchConfig, OpenLoopIsUncappedUnlessConcurrencyIsGiven) {
+  auto c = Parse({"--request-rate", "2.5", "--duration", "10"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->EffectiveConcurrency(), 0);
+  EXPECT_EQ(c->EffectiveNumRequests(), 0);  // bounded by the duration only
+  c = Parse({"--request-rate=2.5", "--concurrency=8"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->EffectiveConcurrency(), 8);
+}
+
+TEST(BenchConfig, ReadsEveryFlag) {
+  const auto c = Parse(
+      {"--target",        "openai", "--url",          "http://h:1", "--model",           "m",
+       "--concurrency",   "4",      "--num-requests", "8",          "--prompt-tokens",   "32:64",
+       "--output-tokens", "16",     "--slo-ttft-ms",  "500",        "--slo-tpot-ms",     "50",
+       "--slo-itl-ms",    "100",    "--seed",         "9",          "--warmup-requests", "2",
+       "--burstiness",    "0.5",    "--max-errors",   "0",          "--label",           "x"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->target, "openai");
+  EXPECT_EQ(c->prompt_tokens.max, 64);
+  EXPECT_EQ(*c->slo.ttft_ms, 500);
+  EXPECT_EQ(*c->slo.itl_ms, 100);
+  EXPECT_EQ(c->seed, 9u);
+  EXPECT_EQ(c->max_errors, 0);
+  JsonWriter w;
+  WriteConfigJson(*c, w);
+  const auto json = ParseJsonObject(w.text());
+  ASSERT_TRUE(json.ok()) << w.text();
+  EXPECT_EQ(json->fields().at("addr").string_value(), "http://h:1");
+  EXPECT_EQ(json->fields().at("concurrency").number_value(), 4);
+  EXPECT_EQ(json->fields().at("slo_tpot_ms").number_value(), 50);
+  EXPECT_EQ(json->fields().at("prompt_tokens").string_value(), "32:64");
+}
+
+TEST(BenchConfig, BadFlagsAreErrorsNamingTheFlag) {
+  const std::vector<std::pair<std::vector<const char*>, std::string>> cases = {
+      {{"--bogus", "1"}, "--bogus"},
+      {{"--concurrency"}, "--concurrency"},
+      {{"--concurrency", "0"}, "--concurrency"},
+      {{"--concurrency", "4x"}, "--concurrency"},
+      {{"--target", "vllm"}, "--target"},
+      {{"--prompt-tokens", "9:3"}, "--prompt-tokens"},
+      {{"--burstiness", "0"}, "--burstiness"},
+      {{"--request-rate", "-1"}, "--request-rate"},
+      {{"--token-ids", "5"}, ""},  // a single id is fine
+  };
+  for (const auto& [args, needle] : cases) {
+    const auto c = Parse(args);
+    if (needle.empty()) {
+      EXPECT_TRUE(c.ok()) << args[0];
+      continue;
+    }
+    ASSERT_FALSE(c.ok()) << args[0];
+    EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace strata::bench

@@ -211,7 +211,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (options.precision == MatMulPrecision::kInt8) {
     if (const internal::Int8Family* int8 = internal::Avx512VnniInt8Family()) {
       if (const internal::Int8RowsFn rows_fn = int8->rows_for(w.type)) {
-        internal::MatMulInt8(*int8, rows_fn, w.data, row_bytes, rows, cols, x, n_tokens, y, pool);
+        internal::MatMulInt8(*int8, rows_fn, int8->few_for(w.type), w.data, row_bytes, rows, cols,
+                             x, n_tokens, y, pool);
         return;
       }
     }

@@ -1,7 +1,10 @@
-// MatMulPrecision::kInt8's driver: quantizes the activations (QuantizeRowInt8), packs them in
-// groups of 16 tokens for the kernels, and spreads units of rows x token groups over the pool.
-// The kernels (matmul_int8_avx512.cc) decode each unit's weight rows once into a per-thread
-// tile of 8-bit codes and run every group of the unit over it.
+// MatMulPrecision::kInt8's driver: quantizes the activations (QuantizeRowInt8). For at most
+// kInt8FewTokens tokens it keeps them token after token and spreads groups of 16 rows over the
+// pool for the small-token kernels (matmul_int8_lanes_avx512.cc: rows in the lanes, weights
+// decoded in registers as they stream from memory). Otherwise it packs them in groups of 16
+// tokens for the tile kernels, and spreads units of rows x token groups over the pool; the tile
+// kernels (matmul_int8_avx512.cc) decode each unit's weight rows once into a per-thread tile of
+// 8-bit codes and run every group of the unit over it.
 //
 // Why the split does not change any result: every output element is one lane of one kernel
 // call, computed by the same chain of fp32 operations over its blocks in column order (see
@@ -24,6 +27,9 @@ namespace {
 // stays in L1; with more groups each tile is reused by all of them, so it is taller (L2).
 constexpr int64_t kUnitRowsOneGroup = 32;
 constexpr int64_t kUnitRowsMany = 64;
+// Rows per unit for the small-token kernels: a multiple of their 16-row groups; as the fused
+// fp32 kernels, small enough that a descheduled thread holds up little.
+constexpr int64_t kFewUnitRows = 16;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -97,6 +103,40 @@ void PackGroup(QuantizeRowFn quantize, const float* x, int64_t n_tokens, int64_t
   }
 }
 
+// Quantizes the n_tokens rows of x into the Int8Tokens layout (the same values as PackGroup)
+// and runs few_fn over units of rows.
+void MatMulInt8Few(const Int8Family& family, Int8FewFn few_fn, const uint8_t* w, int64_t row_bytes,
+                   int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
+                   ThreadPool* pool) {
+  const int64_t nb = cols / 32;
+  const int64_t q_bytes = RoundUp64(n_tokens * cols);
+  const int64_t blk_bytes = RoundUp64(n_tokens * nb * 4);
+  thread_local Arena arena;
+  // q, d, c32, c16 (two), dsum, and one token's sums16 (2 nb, at most two).
+  uint8_t* base = arena.Get(q_bytes + 7 * blk_bytes);
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* d = reinterpret_cast<float*>(base + q_bytes);
+  auto* c32 = reinterpret_cast<int32_t*>(base + q_bytes + blk_bytes);
+  auto* c16 = reinterpret_cast<int32_t*>(base + q_bytes + 2 * blk_bytes);
+  auto* dsum = reinterpret_cast<float*>(base + q_bytes + 4 * blk_bytes);
+  auto* sums16 = reinterpret_cast<int32_t*>(base + q_bytes + 5 * blk_bytes);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    family.quantize_row(x + t * cols, cols, q + t * cols, d + t * nb, sums16);
+    for (int64_t b = 0; b < nb; ++b) {
+      const int32_t s0 = sums16[2 * b];
+      const int32_t s1 = sums16[2 * b + 1];
+      c32[t * nb + b] = -128 * (s0 + s1);
+      c16[2 * (t * nb + b)] = -128 * s0;
+      c16[2 * (t * nb + b) + 1] = -128 * s1;
+      dsum[t * nb + b] = d[t * nb + b] * static_cast<float>(s0 + s1);
+    }
+  }
+  const Int8Tokens tokens{q, d, c32, c16, dsum, cols};
+  ForEach(pool, rows, kFewUnitRows, [&](int64_t begin, int64_t end) {
+    few_fn(w + begin * row_bytes, row_bytes, end - begin, tokens, n_tokens, y + begin, rows);
+  });
+}
+
 }  // namespace
 
 void QuantizeRowInt8Scalar(const float* x, int64_t cols, int8_t* q, float* scales,
@@ -121,10 +161,14 @@ void QuantizeRowInt8Scalar(const float* x, int64_t cols, int8_t* q, float* scale
   }
 }
 
-void MatMulInt8(const Int8Family& family, Int8RowsFn rows_fn, const uint8_t* w, int64_t row_bytes,
-                int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
-                ThreadPool* pool) {
+void MatMulInt8(const Int8Family& family, Int8RowsFn rows_fn, Int8FewFn few_fn, const uint8_t* w,
+                int64_t row_bytes, int64_t rows, int64_t cols, const float* x, int64_t n_tokens,
+                float* y, ThreadPool* pool) {
   STRATA_CHECK(cols % 32 == 0);
+  if (few_fn != nullptr && n_tokens <= kInt8FewTokens) {
+    MatMulInt8Few(family, few_fn, w, row_bytes, rows, cols, x, n_tokens, y, pool);
+    return;
+  }
   // The kernels scatter a group's 16 results with 32-bit indices lane * rows.
   STRATA_CHECK(rows < (int64_t{1} << 31) / kInt8Lanes);
   const int64_t nb = cols / 32;

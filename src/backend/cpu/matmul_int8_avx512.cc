@@ -359,7 +359,8 @@ bool CpuHasAvx512Vnni() {
 }  // namespace avx512_vnni
 
 const Int8Family* Avx512VnniInt8Family() {
-  static const Int8Family family{"avx512_vnni", &avx512_vnni::RowsFor, &avx512_vnni::QuantizeRow};
+  static const Int8Family family{"avx512_vnni", &avx512_vnni::RowsFor, &Avx512VnniInt8FewFor,
+                                 &avx512_vnni::QuantizeRow};
   static const bool available = avx512_vnni::CpuHasAvx512Vnni();
   return available ? &family : nullptr;
 }

@@ -275,7 +275,7 @@ TEST_P(MatMulInt8Test, EveryTokenRowIsBitIdenticalAcrossBatchesAndThreads) {
   ThreadPool pool5(5);
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3, &pool5}) {
     for (int64_t begin : {0, 3, 17}) {
-      for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 49, 53}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 49, 53}) {
         if (begin + n > total) continue;
         std::vector<float> y(n * rows);
         MatMul(w, x.data() + begin * cols, n, y.data(), pool, kInt8);
@@ -285,6 +285,45 @@ TEST_P(MatMulInt8Test, EveryTokenRowIsBitIdenticalAcrossBatchesAndThreads) {
               << model::GgmlTypeName(type) << ": token " << begin + t << " in a batch of " << n
               << " from " << begin << " on " << (pool != nullptr ? pool->num_threads() : 1)
               << " threads differs from its solo row";
+        }
+      }
+    }
+  }
+}
+
+// A few tokens (up to 16) run the small-token kernels, rows in the lanes; more run the tile
+// kernels, tokens in the lanes. Each token's row must be the same bits from both: every n from 1
+// to 17 at two offsets against one batch of 40 (the tile kernels), over row counts below,
+// at and above the 16-row lane groups, with and without a pool.
+TEST_P(MatMulInt8Test, SmallTokenKernelsMatchTheTileKernelsBitForBit) {
+  const GgmlType type = GetParam();
+  std::mt19937 rng(707);
+  ThreadPool pool(3);
+  const int64_t batch = 40;
+  for (int64_t cols : Int8ColsFor(type)) {
+    if (cols > 768) continue;
+    for (int64_t rows : {1, 7, 15, 16, 17, 97}) {
+      const std::vector<uint8_t> wq = RandomWeights(type, rows, cols, rng);
+      const WeightMatrix w{type, wq.data(), rows, cols};
+      const std::vector<float> x = RandomActivations(batch * cols, rng);
+      std::vector<float> tile(batch * rows);
+      MatMul(w, x.data(), batch, tile.data(), &pool, kInt8);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        for (int64_t n = 1; n <= 17; ++n) {
+          for (int64_t begin : {int64_t{0}, batch - n}) {
+            std::vector<float> y(n * rows, std::nanf(""));
+            MatMul(w, x.data() + begin * cols, n, y.data(), p, kInt8);
+            for (int64_t t = 0; t < n; ++t) {
+              for (int64_t r = 0; r < rows; ++r) {
+                const float want = tile[(begin + t) * rows + r];
+                const float got = y[t * rows + r];
+                ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(float)))
+                    << model::GgmlTypeName(type) << " [" << rows << " x " << cols << "]: token "
+                    << begin + t << " of a batch of " << n << " (pool: " << (p != nullptr)
+                    << "), row " << r << " = " << got << ", the tile kernels give " << want;
+              }
+            }
+          }
         }
       }
     }

@@ -95,40 +95,10 @@ const KernelFamily& Family() {
   return *family;
 }
 
-// A 64-byte aligned float buffer that only grows. Full-width loads that straddle two cache lines
-// cost the micro-kernel about a third of its speed, so its operands start on cache lines.
-class AlignedBuffer {
- public:
-  float* Get(int64_t floats) {
-    if (floats > size_) {
-      data_.reset(static_cast<float*>(::operator new[](floats * sizeof(float), kAlign)));
-      size_ = floats;
-    }
-    return data_.get();
-  }
-
- private:
-  static constexpr std::align_val_t kAlign{64};
-  struct Free {
-    void operator()(float* p) const { ::operator delete[](p, kAlign); }
-  };
-  std::unique_ptr<float[], Free> data_;
-  int64_t size_ = 0;
-};
-
 // Per-thread dequantization buffer: grown once, then reused by every call on that thread.
 float* SliceBuffer(int64_t floats) {
-  thread_local AlignedBuffer buffer;
+  thread_local internal::AlignedBuffer<float> buffer;
   return buffer.Get(floats);
-}
-
-template <typename Fn>
-void ForEach(ThreadPool* pool, int64_t n, int64_t grain, const Fn& fn) {
-  if (pool != nullptr) {
-    pool->ParallelFor(n, grain, fn);
-  } else {
-    fn(int64_t{0}, n);
-  }
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -225,9 +195,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   int64_t ldx = cols;
   if (reinterpret_cast<uintptr_t>(x) % 64 != 0 || cols % 16 != 0) {
     ldx = (cols + 15) / 16 * 16;
-    thread_local AlignedBuffer packed_x;
+    thread_local internal::AlignedBuffer<float> packed_x;
     float* packed = packed_x.Get(n_tokens * ldx);
-    ForEach(pool, n_tokens, 1, [&](int64_t begin, int64_t end) {
+    internal::ForEach(pool, n_tokens, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         std::memcpy(packed + t * ldx, x + t * cols, cols * sizeof(float));
       }
@@ -237,7 +207,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 
   if (n_tokens <= family.max_fused_tokens) {
     if (const internal::FusedFn fused = family.fused_for(w.type)) {
-      ForEach(pool, rows, kFusedRows, [&](int64_t begin, int64_t end) {
+      internal::ForEach(pool, rows, kFusedRows, [&](int64_t begin, int64_t end) {
         fused(w.data + begin * row_bytes, row_bytes, end - begin, cols / block_size, x, ldx,
               n_tokens, y + begin, rows, /*accumulate=*/false);
       });
@@ -260,7 +230,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   const int64_t unit_tokens = CeilDiv(n_tokens, token_units);
   token_units = CeilDiv(n_tokens, unit_tokens);
 
-  ForEach(pool, row_tiles * token_units, 1, [&](int64_t begin, int64_t end) {
+  internal::ForEach(pool, row_tiles * token_units, 1, [&](int64_t begin, int64_t end) {
     float* buffer = dequant != nullptr ? SliceBuffer(tile_rows * kSliceCols) : nullptr;
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t r0 = unit / token_units * tile_rows;

@@ -4,24 +4,12 @@
 
 #if defined(__x86_64__)
 
-// GCC 12 flags the deliberately undefined operands of some AVX-512 intrinsics as maybe
-// uninitialized once they are inlined (GCC bug 105593, fixed in 13); the warnings point into
-// the header, so silence it there.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <array>
 #include <cstring>
 #include <utility>
 
 #include "strata/model/fp16.h"
+#include "x86_intrinsics.h"  // <immintrin.h>
 
 namespace strata::backend::cpu::internal {
 namespace avx512 {

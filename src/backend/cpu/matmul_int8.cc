@@ -12,11 +12,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <memory>
-#include <new>
 #include <vector>
 
 #include "matmul_int8_internal.h"
+#include "matmul_internal.h"
 #include "strata/backend/cpu/matmul.h"
 #include "strata/common/check.h"
 
@@ -33,35 +32,6 @@ constexpr int64_t kFewUnitRows = 16;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-
-// A 64-byte aligned byte buffer that only grows.
-class Arena {
- public:
-  uint8_t* Get(int64_t bytes) {
-    if (bytes > size_) {
-      data_.reset(static_cast<uint8_t*>(::operator new[](bytes, kAlign)));
-      size_ = bytes;
-    }
-    return data_.get();
-  }
-
- private:
-  static constexpr std::align_val_t kAlign{64};
-  struct Free {
-    void operator()(uint8_t* p) const { ::operator delete[](p, kAlign); }
-  };
-  std::unique_ptr<uint8_t[], Free> data_;
-  int64_t size_ = 0;
-};
-
-template <typename Fn>
-void ForEach(ThreadPool* pool, int64_t n, int64_t grain, const Fn& fn) {
-  if (pool != nullptr) {
-    pool->ParallelFor(n, grain, fn);
-  } else {
-    fn(int64_t{0}, n);
-  }
-}
 
 // Quantizes the tokens of group g and writes them in the packed layout (Int8Activations).
 void PackGroup(QuantizeRowFn quantize, const float* x, int64_t n_tokens, int64_t g,
@@ -111,7 +81,7 @@ void MatMulInt8Few(const Int8Family& family, Int8FewFn few_fn, const uint8_t* w,
   const int64_t nb = cols / 32;
   const int64_t q_bytes = RoundUp64(n_tokens * cols);
   const int64_t blk_bytes = RoundUp64(n_tokens * nb * 4);
-  thread_local Arena arena;
+  thread_local AlignedBuffer<uint8_t> arena;
   // q, d, c32, c16 (two), dsum, and one token's sums16 (2 nb, at most two).
   uint8_t* base = arena.Get(q_bytes + 7 * blk_bytes);
   auto* q = reinterpret_cast<int8_t*>(base);
@@ -177,7 +147,7 @@ void MatMulInt8(const Int8Family& family, Int8RowsFn rows_fn, Int8FewFn few_fn, 
   // The packed activations live in the calling thread's arena for the duration of the call.
   const int64_t q_bytes = RoundUp64(groups * cols * kInt8Lanes);
   const int64_t blk_bytes = RoundUp64(groups * nb * kInt8Lanes * 4);
-  thread_local Arena arena;
+  thread_local AlignedBuffer<uint8_t> arena;
   uint8_t* base = arena.Get(q_bytes + 5 * blk_bytes);
   Int8Activations a;
   a.q = reinterpret_cast<const int8_t*>(base);

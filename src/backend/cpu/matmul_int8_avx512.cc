@@ -22,24 +22,13 @@
 
 #if defined(__x86_64__)
 
-// As matmul_avx512.cc: GCC 12 flags the undefined operands of some AVX-512 intrinsics
-// (GCC bug 105593, fixed in 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
 
 #include "strata/model/fp16.h"
+#include "x86_intrinsics.h"  // <immintrin.h>
 
 namespace strata::backend::cpu::internal {
 namespace avx512_vnni {
@@ -53,12 +42,7 @@ namespace {
 
 #include "decode_x86.inc"
 
-// How a format's blocks enter the integer dot product (see the top of the file).
-enum class Kind {
-  kSigned32,  // value = d * q, q signed, one d per 32 columns (Q8_0, Q4_0, Q5_0)
-  kMin32,     // value = d * q + m, q unsigned, d and m per 32 columns (Q4_1, Q5_1, Q4_K, Q5_K)
-  kSigned16,  // value = d * q, q signed, one d per 16 columns (Q6_K)
-};
+using Kind = Int8BlockKind;
 
 // Where the decoders' 32-value groups go in the tile: codes as unsigned bytes, scales (and mins)
 // per block. Which overload a decoder calls matches its Kind.
@@ -182,26 +166,6 @@ STRATA_SIMD_NOINLINE void Kernel(const Tile& tile, const Int8Activations& a, int
   }
 }
 
-// A 64-byte aligned byte buffer that only grows.
-class Arena {
- public:
-  uint8_t* Get(int64_t bytes) {
-    if (bytes > size_) {
-      data_.reset(static_cast<uint8_t*>(::operator new[](bytes, kAlign)));
-      size_ = bytes;
-    }
-    return data_.get();
-  }
-
- private:
-  static constexpr std::align_val_t kAlign{64};
-  struct Free {
-    void operator()(uint8_t* p) const { ::operator delete[](p, kAlign); }
-  };
-  std::unique_ptr<uint8_t[], Free> data_;
-  int64_t size_ = 0;
-};
-
 // Rows decoded per tile; a unit (matmul_int8.cc) has at most this many.
 constexpr int64_t kTileRows = 64;
 // The register blocks: 8 rows x 1 group, or 4 rows x 2 groups (both 16 integer and 16 fp32
@@ -250,7 +214,7 @@ STRATA_SIMD_NOINLINE void Rows(const uint8_t* w, int64_t row_bytes, int64_t rows
   const int64_t ldd = K == Kind::kSigned16 ? 2 * nb : nb;
   const int64_t code_bytes = kTileRows * cols;
   const int64_t d_bytes = (kTileRows * ldd * 4 + 63) / 64 * 64;
-  thread_local Arena arena;
+  thread_local AlignedBuffer<uint8_t> arena;
   uint8_t* base = arena.Get(code_bytes + d_bytes + kTileRows * nb * 4);
   uint8_t* codes = base;
   float* d = reinterpret_cast<float*>(base + code_bytes);

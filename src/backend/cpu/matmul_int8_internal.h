@@ -11,6 +11,13 @@
 
 namespace strata::backend::cpu::internal {
 
+// How a format's blocks enter the integer dot product (see matmul_int8_avx512.cc).
+enum class Int8BlockKind {
+  kSigned32,  // value = d * q, q signed, one d per 32 columns (Q8_0, Q4_0, Q5_0)
+  kMin32,     // value = d * q + m, q unsigned, d and m per 32 columns (Q4_1, Q5_1, Q4_K, Q5_K)
+  kSigned16,  // value = d * q, q signed, one d per 16 columns (Q6_K)
+};
+
 // Tokens per group: one zmm lane per token, so one vpdpbusd multiplies 4 columns of a weight
 // row (broadcast) with the same 4 columns of 16 tokens.
 constexpr int64_t kInt8Lanes = 16;

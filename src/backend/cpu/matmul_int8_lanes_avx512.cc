@@ -23,22 +23,11 @@
 
 #if defined(__x86_64__)
 
-// As matmul_avx512.cc: GCC 12 flags the undefined operands of some AVX-512 intrinsics
-// (GCC bug 105593, fixed in 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <algorithm>
 #include <cstring>
 
 #include "strata/model/fp16.h"
+#include "x86_intrinsics.h"  // <immintrin.h>
 
 namespace strata::backend::cpu::internal {
 namespace avx512_vnni_lanes {
@@ -52,12 +41,7 @@ namespace {
 
 #include "decode_x86.inc"
 
-// How a format's blocks enter the integer dot product (as in matmul_int8_avx512.cc).
-enum class Kind {
-  kSigned32,  // value = d * q, q signed, one d per 32 columns (Q8_0, Q4_0, Q5_0)
-  kMin32,     // value = d * q + m, q unsigned, d and m per 32 columns (Q4_1, Q5_1, Q4_K, Q5_K)
-  kSigned16,  // value = d * q, q signed, one d per 16 columns (Q6_K)
-};
+using Kind = Int8BlockKind;
 
 constexpr int kRows = 16;  // rows per group: one per lane
 

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string_view>
 
+#include "strata/backend/cpu/thread_pool.h"
 #include "strata/model/ggml_type.h"
 
 namespace strata::backend::cpu::internal {
@@ -54,5 +57,37 @@ extern const Fp16ToFloatTable kFp16ToFloat;
 
 // Dequantizes through model::Dequantize (any type it supports).
 void DequantGeneric(model::GgmlType type, const uint8_t* src, int64_t num_blocks, float* dst);
+
+// A 64-byte aligned buffer of T that only grows (per-thread scratch of the kernels: full-width
+// loads that straddle two cache lines cost a third of their speed, so operands start on lines).
+template <typename T>
+class AlignedBuffer {
+ public:
+  T* Get(int64_t count) {
+    if (count > size_) {
+      data_.reset(static_cast<T*>(::operator new[](count * sizeof(T), kAlign)));
+      size_ = count;
+    }
+    return data_.get();
+  }
+
+ private:
+  static constexpr std::align_val_t kAlign{64};
+  struct Free {
+    void operator()(T* p) const { ::operator delete[](p, kAlign); }
+  };
+  std::unique_ptr<T[], Free> data_;
+  int64_t size_ = 0;
+};
+
+// fn(begin, end) over [0, n) in pieces of at least `grain`, on `pool` (nullptr: this thread).
+template <typename Fn>
+void ForEach(ThreadPool* pool, int64_t n, int64_t grain, const Fn& fn) {
+  if (pool != nullptr) {
+    pool->ParallelFor(n, grain, fn);
+  } else {
+    fn(int64_t{0}, n);
+  }
+}
 
 }  // namespace strata::backend::cpu::internal

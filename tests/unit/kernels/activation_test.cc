@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -98,13 +99,24 @@ TEST_P(GatedActivationSweep, MatchesFloat64Reference) {
   }));
 }
 
+// Names of the GatedActivationSweep cases, spelling out each parameter.
+std::string GatedActivationSweepName(
+    const ::testing::TestParamInfo<GatedActivationSweep::ParamType>& info) {
+  const auto [act, layout, tokens, n] = info.param;
+  const char* layouts[] = {"Separate", "SeparateOverGate", "FusedHalves"};
+  return std::string(act == GatedActivation::kGeluTanh ? "GeluTanh" : "Silu") +
+         layouts[static_cast<int>(layout)] + "Tokens" + std::to_string(tokens) + "N" +
+         std::to_string(n);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, GatedActivationSweep,
     ::testing::Combine(::testing::Values(GatedActivation::kGeluTanh, GatedActivation::kSilu),
                        ::testing::Values(Layout::kSeparate, Layout::kSeparateOverGate,
                                          Layout::kFusedHalves),
                        ::testing::Values<int64_t>(1, 7, 33),
-                       ::testing::Values<int64_t>(1, 7, 97, 1025)));
+                       ::testing::Values<int64_t>(1, 7, 97, 1025)),
+    GatedActivationSweepName);
 
 TEST(GatedActivation, SiluIsWithinFiveUlpOfTheExactFunction) {
   STRATA_SKIP_WITHOUT_CUDA_DEVICE();

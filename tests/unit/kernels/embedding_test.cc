@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 #include <span>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -129,7 +130,15 @@ std::vector<std::tuple<GgmlType, int64_t, float>> EmbeddingCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, EmbeddingSweep, ::testing::ValuesIn(EmbeddingCases()));
+// Names of the EmbeddingSweep cases, spelling out each parameter.
+std::string EmbeddingSweepName(const ::testing::TestParamInfo<EmbeddingSweep::ParamType>& info) {
+  const auto [type, n, scale] = info.param;
+  return std::string(model::TraitsOf(type).name) + "N" + std::to_string(n) +
+         (scale != 1.0f ? "Scaled" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, EmbeddingSweep, ::testing::ValuesIn(EmbeddingCases()),
+                         EmbeddingSweepName);
 
 TEST(EmbeddingGather, ManyTokensCoverTheWholeGrid) {
   STRATA_SKIP_WITHOUT_CUDA_DEVICE();

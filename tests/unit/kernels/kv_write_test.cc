@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -147,13 +148,23 @@ TEST_P(KvWriteSweep, WritesEachTokenAtItsSlotAndNothingElse) {
   EXPECT_TRUE(BitsEqual(DownloadBits(d_vc, num_slots * v_row, dtype), want_v)) << "V";
 }
 
+// Names of the KvWriteSweep cases, spelling out each parameter.
+std::string KvWriteSweepName(const ::testing::TestParamInfo<KvWriteSweep::ParamType>& info) {
+  const auto [dtype, block_size, shape, tokens] = info.param;
+  return std::string(dtype == KvCacheDtype::kF16 ? "F16" : "F32") + "Block" +
+         std::to_string(block_size) + "Heads" + std::to_string(shape.kv_heads) + "K" +
+         std::to_string(shape.head_dim_k) + "V" + std::to_string(shape.head_dim_v) + "Tokens" +
+         std::to_string(tokens);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, KvWriteSweep,
     ::testing::Combine(::testing::Values(KvCacheDtype::kF16, KvCacheDtype::kF32),
                        ::testing::Values<int64_t>(1, 16),
                        ::testing::Values(KvShape{1, 1, 1}, KvShape{2, 7, 5}, KvShape{3, 97, 64},
                                          KvShape{8, 128, 128}, KvShape{1, 256, 256}),
-                       ::testing::Values<int64_t>(1, 7, 15, 17, 97)));
+                       ::testing::Values<int64_t>(1, 7, 15, 17, 97)),
+    KvWriteSweepName);
 
 TEST(KvSlot, IsBlockTimesBlockSizePlusTheOffsetInTheBlock) {
   EXPECT_EQ(KvSlot(0, 16, 0), 0);

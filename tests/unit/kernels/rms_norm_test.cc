@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -86,12 +87,20 @@ TEST_P(RmsNormSweep, MatchesFloat64ReferenceAndWritesTheResidualSumBack) {
   }
 }
 
+// Names of the RmsNormSweep cases, spelling out each parameter.
+std::string RmsNormSweepName(const ::testing::TestParamInfo<RmsNormSweep::ParamType>& info) {
+  const auto [rows, n, mode] = info.param;
+  const char* names[] = {"Plain", "PlainInPlace", "Residual", "ResidualInPlace"};
+  return "Rows" + std::to_string(rows) + "N" + std::to_string(n) + names[static_cast<int>(mode)];
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormSweep,
                          ::testing::Combine(::testing::Values<int64_t>(1, 7, 33),
                                             ::testing::Values<int64_t>(1, 7, 97, 128, 640, 4097),
                                             ::testing::Values(Mode::kPlain, Mode::kPlainInPlace,
                                                               Mode::kResidual,
-                                                              Mode::kResidualInPlace)));
+                                                              Mode::kResidualInPlace)),
+                         RmsNormSweepName);
 
 TEST(RmsNorm, PerHeadNormOfAQTensorIsOneCallOverTokensTimesHeads) {
   STRATA_SKIP_WITHOUT_CUDA_DEVICE();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -129,13 +130,22 @@ TEST_P(RopeSweep, RotatesQAndKLikeTheCpuTableWithinAFewUlp) {
   }
 }
 
+// Names of the RopeSweep cases, spelling out each parameter.
+std::string RopeSweepName(const ::testing::TestParamInfo<RopeSweep::ParamType>& info) {
+  const auto [style, shape, tokens, factors] = info.param;
+  return std::string(style == RopeStyle::kNeox ? "Neox" : "Norm") + "HeadDim" +
+         std::to_string(shape.head_dim) + "RopeDim" + std::to_string(shape.rope_dim) + "Tokens" +
+         std::to_string(tokens) + (factors ? "FreqFactors" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, RopeSweep,
     ::testing::Combine(::testing::Values(RopeStyle::kNorm, RopeStyle::kNeox),
                        ::testing::Values(RopeShape{2, 2}, RopeShape{6, 4}, RopeShape{64, 64},
                                          RopeShape{128, 128}, RopeShape{128, 64},
                                          RopeShape{256, 256}),
-                       ::testing::Values<int64_t>(1, 7, 97), ::testing::Bool()));
+                       ::testing::Values<int64_t>(1, 7, 97), ::testing::Bool()),
+    RopeSweepName);
 
 TEST(Rope, PositionZeroIsTheIdentity) {
   STRATA_SKIP_WITHOUT_CUDA_DEVICE();

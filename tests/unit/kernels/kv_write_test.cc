@@ -186,10 +186,12 @@ TEST(KvWrite, SlotsPastTwoToThe31ElementsLandAtTheirFull64BitOffsets) {
   if (free_bytes < 2 * cache_bytes + (size_t{1} << 30)) {
     GTEST_SKIP() << "needs " << 2 * cache_bytes << " bytes of device memory";
   }
-  void* k_cache = nullptr;
-  void* v_cache = nullptr;
-  ASSERT_EQ(cudaMalloc(&k_cache, cache_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&v_cache, cache_bytes), cudaSuccess);
+  // Not initialised: only the written rows are read back.
+  DeviceBuffer<uint16_t> k_buf(static_cast<size_t>(num_slots * row));
+  DeviceBuffer<uint16_t> v_buf(static_cast<size_t>(num_slots * row));
+  ASSERT_TRUE(k_buf.ok() && v_buf.ok());
+  void* k_cache = k_buf.get();
+  void* v_cache = v_buf.get();
   const std::vector<int64_t> slots = {KvSlot(num_blocks - 1, block_size, 15),
                                       KvSlot(num_blocks - 1, block_size, 0),
                                       KvSlot(131072, block_size, 0),  // element 2^31 exactly
@@ -219,8 +221,6 @@ TEST(KvWrite, SlotsPastTwoToThe31ElementsLandAtTheirFull64BitOffsets) {
     EXPECT_TRUE(BitsEqual(got_k, want_k)) << "K of slot " << slots[t];
     EXPECT_TRUE(BitsEqual(got_v, want_v)) << "V of slot " << slots[t];
   }
-  cudaFree(k_cache);
-  cudaFree(v_cache);
 }
 
 TEST(KvWrite, RefusesEmptyRowsAndCachesWhoseOffsetsOverflow) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,9 @@ void CheckDecode(const DecodeCase& c, const PagedKvCache& cache, uint32_t seed) 
   paged_test::ExpectAllClose(got, want, dv, paged_test::Tolerance(c.shape.dtype),
                              "row (sequence * num_heads + head)");
 }
+
+// gtest prints a failing parameter with this (instead of its bytes).
+void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.name; }
 
 class PagedAttentionDecode : public ::testing::TestWithParam<DecodeCase> {};
 

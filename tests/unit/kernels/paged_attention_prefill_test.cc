@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,9 @@ void CheckPrefill(const PrefillCase& c, const PagedKvCache& cache, uint32_t seed
   paged_test::ExpectAllClose(got, want, dv, paged_test::Tolerance(c.shape.dtype),
                              "row (query token * num_heads + head)");
 }
+
+// gtest prints a failing parameter with this (instead of its bytes).
+void PrintTo(const PrefillCase& c, std::ostream* os) { *os << c.name; }
 
 class PagedAttentionPrefill : public ::testing::TestWithParam<PrefillCase> {};
 

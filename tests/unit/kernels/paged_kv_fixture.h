@@ -42,8 +42,10 @@ inline float RoundTo(KvElementType t, float x) {
 }
 
 // The kernels compute in fp32 whatever the storage type, and the reference uses the values as
-// stored, so what remains is fp32 rounding in scores, exp and sums: the same bound for both.
-inline double Tolerance(KvElementType t) { return t == KvElementType::kF16 ? 3e-5 : 3e-5; }
+// stored, so what remains is fp32 rounding in scores, exp and sums (~1e-7 when the kernels were run
+// in a CPU emulation): the same bound for both types. A key dropped from a 4097-token context moves
+// outputs by ~1e-4.
+inline double Tolerance(KvElementType /*t*/) { return 1e-5; }
 
 // Where sequences' blocks come from.
 enum class BlockOrder {

@@ -12,8 +12,8 @@
 #include "strata/kernels/dequantize.h"
 
 // Skips the current test when this machine has no CUDA device (CI, the development machine).
-#define STRATA_SKIP_WITHOUT_CUDA_DEVICE()                                             \
-  do {                                                                                \
+#define STRATA_SKIP_WITHOUT_CUDA_DEVICE()                                            \
+  do {                                                                               \
     if (::strata::kernels::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 

@@ -17,14 +17,7 @@ using test::AllClose;
 using test::BitsEqual;
 using test::DeviceBuffer;
 using test::LaunchSucceeded;
-
-std::vector<float> Random(size_t n, float stddev, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::Random;
 
 // Sizes: 1, odd, one past a block of 256 threads, and a few million.
 class ElementwiseSizes : public ::testing::TestWithParam<int64_t> {};

@@ -1,6 +1,6 @@
 // Comparison helpers for the per-token kernel tests (RMSNorm, RoPE, activations, embedding, KV
 // write, element-wise ops): tolerance checks that name the worst element, bit-for-bit checks
-// that name the first mismatch, and a launch-then-synchronize check.
+// that name the first mismatch, a launch-then-synchronize check and seeded random inputs.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,10 +9,20 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <sstream>
 #include <vector>
 
 namespace strata::test {
+
+// n values drawn from N(0, stddev^2) with a seeded generator (the same values on every run).
+inline std::vector<float> Random(size_t n, float stddev, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
 
 // Success when |got[i] - want[i]| <= tolerance(i) for every i; otherwise a message with the
 // number of failing elements and the worst one (largest error / tolerance).

@@ -18,14 +18,7 @@ using test::AllClose;
 using test::BitsEqual;
 using test::DeviceBuffer;
 using test::LaunchSucceeded;
-
-std::vector<float> Random(size_t n, float stddev, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::Random;
 
 // Rows of the float64 reference: out = v / sqrt(mean(v^2) + eps) * w with v the fp32 input
 // (after the fp32 residual add, which the kernel stores and so is part of the contract).

@@ -141,7 +141,7 @@ bool SetMatMulIsa(std::string_view isa) {
 
 bool MatMulInt8Supports(GgmlType type) {
   const internal::Int8Family* family = internal::Avx512VnniInt8Family();
-  return family != nullptr && family->rows_for(type) != nullptr;
+  return family != nullptr && family->kernel_for(type) != nullptr;
 }
 
 std::string_view MatMulPrecisionName(MatMulPrecision precision) {
@@ -180,9 +180,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 
   if (options.precision == MatMulPrecision::kInt8) {
     if (const internal::Int8Family* int8 = internal::Avx512VnniInt8Family()) {
-      if (const internal::Int8RowsFn rows_fn = int8->rows_for(w.type)) {
-        internal::MatMulInt8(*int8, rows_fn, int8->few_for(w.type), w.data, row_bytes, rows, cols,
-                             x, n_tokens, y, pool);
+      if (const internal::Int8KernelFn kernel = int8->kernel_for(w.type)) {
+        internal::MatMulInt8(*int8, kernel, w.data, row_bytes, rows, cols, x, n_tokens, y, pool);
         return;
       }
     }

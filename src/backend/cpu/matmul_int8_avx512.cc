@@ -1,22 +1,30 @@
 // MatMulPrecision::kInt8's kernels: AVX-512 F/BW/VL/DQ + VNNI, chosen at run time (see
 // matmul.cc); every function carries the target attribute itself, nothing needs -m flags.
 //
-// Layout: tokens in lanes. The activations come packed 16 tokens to a zmm (4 columns of each
-// token per 32-bit lane, Int8Activations); a weight row's 4 codes for the same columns are
-// broadcast to all lanes, so one vpdpbusd adds 4 products for 16 tokens of one row. A register
-// block of R rows x T groups of 16 tokens (8 x 1 or 4 x 2) keeps R x T integer block sums and
-// R x T fp32 accumulators in registers; per 32-column block (16 for Q6_K's half blocks) each
-// integer sum is converted and folded into its accumulator with the block's two scales:
-//   acc = fma(float(isum), d_w * d_x, acc)              (+ fma(m_w, d_x * sum(q_x), acc))
-// Every element gets exactly that chain, in column order, whatever R, T, lane or thread
-// computes it: results do not depend on the batch (see matmul.h).
+// Layout: rows in the lanes. A zmm holds 4 columns of 16 weight rows, and one token's 4
+// activation bytes for the same columns are broadcast from memory, so a vpdpbusd adds 4
+// products to 16 rows' integer block sums. (With tokens in the lanes instead, a few tokens
+// leave most lanes idle, and the results must be scattered back into token rows.)
 //
-// Weights: each call decodes a unit's rows once (the block decoders of decode_x86.inc) into a
-// per-thread tile of unsigned 8-bit codes plus per-block fp32 scales, and every token group of
-// the unit runs over it. vpdpbusd multiplies unsigned by signed bytes, so formats with signed
-// values (Q8_0, Q4_0, Q5_0, Q6_K: q in [-128, 127]) store q + 128 and start each block's integer
-// sum at -128 * sum(q_x) (precomputed per token, Int8Activations::c32/c16); formats with a min
-// (Q4_1, Q5_1, Q4_K, Q5_K) store their unsigned codes and add the min term in fp32.
+// Weights: per group of 16 rows, the first pass over the tokens decodes the rows' blocks (the
+// block decoders of decode_x86.inc) as they stream from the mmap into a per-thread stage of
+// unsigned 8-bit codes and fp32 scales (one row group over all columns: a few KiB to a few tens
+// of KiB, in L1/L2), with software prefetch one group ahead, since the hardware prefetchers
+// stop at page boundaries; each 32-column chunk is transposed in registers (a 4 x 4 dword
+// transpose per 128-bit lane) and multiplied with up to 16 tokens held in fp32 accumulators.
+// Every further 16 tokens run one more pass over the decoded stage: the weights are read from
+// memory and decoded once per call, whatever the token count. vpdpbusd multiplies unsigned by
+// signed bytes, so formats with signed values (Q8_0, Q4_0, Q5_0, Q6_K: q in [-128, 127]) store
+// q + 128 and start each block's integer sum at -128 * sum(q_x) (precomputed per token,
+// Int8Tokens::c32/c16); formats with a min (Q4_1, Q5_1, Q4_K, Q5_K) keep their unsigned codes
+// and add the min term in fp32.
+//
+// Numerics: each (row, token) gets exactly this chain, per 32-column block in column order
+// (Q6_K: per 16-column half, with the half's scale):
+//   isum = c (the token's -128 * sum(q_x) for signed formats, else 0) + exact integer products,
+//   acc = fma(float(isum), d_w * d_x, acc)      [+ acc = fma(m_w, d_x * sum(q_x), acc)]
+// whichever pass, lane, row group or thread computes it: results do not depend on the batch
+// (see matmul.h).
 #include "matmul_int8_internal.h"
 #include "matmul_internal.h"
 
@@ -24,8 +32,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
-#include <new>
 
 #include "strata/model/fp16.h"
 #include "x86_intrinsics.h"  // <immintrin.h>
@@ -44,236 +50,248 @@ namespace {
 
 using Kind = Int8BlockKind;
 
-// Where the decoders' 32-value groups go in the tile: codes as unsigned bytes, scales (and mins)
-// per block. Which overload a decoder calls matches its Kind.
-struct TileSink {
-  uint8_t* codes;  // this row's codes
-  float* d;        // per 32 (kSigned32, kMin32) or per 16 (kSigned16) columns
-  float* m;        // per 32 columns (kMin32)
+constexpr int kRows = 16;  // rows per group: one per lane
 
+// Rows sit in the lanes after the transpose in this order: the 16 bytes of slot s land in lane
+// 4 * (s % 4) + s / 4, so row r is stored in slot Slot(r) (the map is its own inverse).
+constexpr int Slot(int r) { return 4 * (r % 4) + r / 4; }
+
+// A group of 16 rows, decoded: per 32-column chunk, codes [half][slot][16 bytes] (unsigned;
+// signed formats shifted by 128); d [chunk or half chunk][row], m [chunk][row]. With more than
+// one pass over the tokens the stage keeps the whole group (all columns: decoded once, by the
+// first pass, then in L1/L2 for the others); with one pass it holds one (super-)block at a
+// time, a few KiB that stay in L1.
+constexpr int64_t kChunkCodeBytes = 2 * kRows * 16;
+
+struct Stage {
+  uint8_t* codes;  // [chunks][2][kRows][16]
+  float* d;        // [chunks or 2 chunks][kRows]
+  float* m;        // [chunks][kRows]
+  int64_t keep;    // 1: chunk i of the row is chunk i of the stage; 0: chunk i % kChunks
+};
+
+// Where the decoders' 32-value groups of row `row` go in the Stage (overloads as TileSink's);
+// codes, d and m point at the (super-)block being decoded.
+struct StageSink {
+  uint8_t* codes;
+  float* d;
+  float* m;
+  int row;
+  int slot;
+
+  STRATA_SIMD_INLINE void Codes(int64_t e, __m256i q) const {
+    uint8_t* dst = codes + e / 32 * kChunkCodeBytes + slot * 16;
+    _mm_store_si128(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(q));
+    _mm_store_si128(reinterpret_cast<__m128i*>(dst + kRows * 16), _mm256_extracti128_si256(q, 1));
+  }
   STRATA_SIMD_INLINE void operator()(int64_t e, __m256i q, float scale) const {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + e),
-                        _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
-    d[e / 32] = scale;
+    Codes(e, _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+    d[e / 32 * kRows + row] = scale;
   }
   STRATA_SIMD_INLINE void operator()(int64_t e, __m256i q, float d0, float d1) const {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + e),
-                        _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
-    d[e / 16] = d0;
-    d[e / 16 + 1] = d1;
+    Codes(e, _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+    d[e / 16 * kRows + row] = d0;
+    d[(e / 16 + 1) * kRows + row] = d1;
   }
   STRATA_SIMD_INLINE void operator()(int64_t e, __m256i q, float d0, float m0, float, float) const {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + e), q);
-    d[e / 32] = d0;
-    m[e / 32] = m0;
+    Codes(e, q);
+    d[e / 32 * kRows + row] = d0;
+    m[e / 32 * kRows + row] = m0;
   }
 };
 
-// The rows' codes and scales: codes [rows][ldc], d [rows][ldd], m [rows][ldm].
-struct Tile {
-  const uint8_t* codes;
-  int64_t ldc;
-  const float* d;
-  int64_t ldd;
-  const float* m;
-  int64_t ldm;
-};
+// Half `h` of a 32-column chunk as 4 zmm: w[i] holds column dword 4h + i of all 16 rows (row r
+// in lane r). Slots 4e .. 4e + 3 load as one zmm (lane L = slot 4e + L); the 4 x 4 dword
+// transpose in each 128-bit lane puts dword i of slot 4e + L in lane 4L + e of w[i].
+STRATA_SIMD_INLINE void LoadCodes(const uint8_t* half, __m512i w[4]) {
+  const __m512i a0 = _mm512_load_si512(half);
+  const __m512i a1 = _mm512_load_si512(half + 4 * 16);
+  const __m512i a2 = _mm512_load_si512(half + 8 * 16);
+  const __m512i a3 = _mm512_load_si512(half + 12 * 16);
+  const __m512i t0 = _mm512_unpacklo_epi32(a0, a1);
+  const __m512i t1 = _mm512_unpackhi_epi32(a0, a1);
+  const __m512i t2 = _mm512_unpacklo_epi32(a2, a3);
+  const __m512i t3 = _mm512_unpackhi_epi32(a2, a3);
+  w[0] = _mm512_unpacklo_epi64(t0, t2);
+  w[1] = _mm512_unpackhi_epi64(t0, t2);
+  w[2] = _mm512_unpacklo_epi64(t1, t3);
+  w[3] = _mm512_unpackhi_epi64(t1, t3);
+}
 
-STRATA_SIMD_INLINE uint32_t Load4(const uint8_t* p) {
-  uint32_t v;
+STRATA_SIMD_INLINE __m512i Bcast4(const int8_t* p) {
+  int32_t v;
   std::memcpy(&v, p, sizeof(v));
-  return v;
+  return _mm512_set1_epi32(v);
 }
 
-// R rows x T groups of 16 tokens over all nb blocks; out: [R][T][16] fp32.
-template <Kind K, int R, int T>
-STRATA_SIMD_NOINLINE void Kernel(const Tile& tile, const Int8Activations& a, int64_t g, int64_t nb,
-                                 float* out) {
-  constexpr int kHalves = K == Kind::kSigned16 ? 2 : 1;
-  constexpr int kSteps = 8 / kHalves;  // 4-column steps per (half) block
-  const int8_t* aq[T];
-  const float* ad[T];
-  const int32_t* ac[T];
-  const float* as[T];
-#pragma GCC unroll 4
-  for (int t = 0; t < T; ++t) {
-    aq[t] = a.q + (g + t) * a.q_stride;
-    ad[t] = a.d + (g + t) * a.blk_stride;
-    ac[t] =
-        K == Kind::kSigned16 ? a.c16 + 2 * (g + t) * a.blk_stride : a.c32 + (g + t) * a.blk_stride;
-    as[t] = a.dsum + (g + t) * a.blk_stride;
-  }
-  __m512 acc[R][T];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0; b < nb; ++b) {
-#pragma GCC unroll 2
-    for (int h = 0; h < kHalves; ++h) {
-      const int64_t sub = b * kHalves + h;  // index of the (half) block
-      __m512i isum[R][T];
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const __m512i init = K == Kind::kMin32 ? _mm512_setzero_si512()
-                                               : _mm512_load_si512(ac[t] + sub * kInt8Lanes);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) isum[r][t] = init;
-      }
-#pragma GCC unroll 8
-      for (int k = 0; k < kSteps; ++k) {
-        const int64_t col = sub * (32 / kHalves) + 4 * k;
-        __m512i x[T];
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) x[t] = _mm512_load_si512(aq[t] + col * kInt8Lanes);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const __m512i wv =
-              _mm512_set1_epi32(static_cast<int>(Load4(tile.codes + r * tile.ldc + col)));
-#pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) isum[r][t] = _mm512_dpbusd_epi32(isum[r][t], wv, x[t]);
-        }
-      }
-      __m512 dx[T];
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) dx[t] = _mm512_load_ps(ad[t] + b * kInt8Lanes);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512 dw = _mm512_set1_ps(tile.d[r * tile.ldd + sub]);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          acc[r][t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_mul_ps(dw, dx[t]), acc[r][t]);
-        }
-      }
-    }
-    if constexpr (K == Kind::kMin32) {
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512 mw = _mm512_set1_ps(tile.m[r * tile.ldm + b]);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          acc[r][t] = _mm512_fmadd_ps(mw, _mm512_load_ps(as[t] + b * kInt8Lanes), acc[r][t]);
-        }
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) _mm512_store_ps(out + (r * T + t) * kInt8Lanes, acc[r][t]);
-  }
+// isum += the 4 column dwords `w` of 16 rows . the token's bytes at q (16 columns).
+STRATA_SIMD_INLINE __m512i Dot16(__m512i isum, const __m512i w[4], const int8_t* q) {
+  isum = _mm512_dpbusd_epi32(isum, w[0], Bcast4(q));
+  isum = _mm512_dpbusd_epi32(isum, w[1], Bcast4(q + 4));
+  isum = _mm512_dpbusd_epi32(isum, w[2], Bcast4(q + 8));
+  return _mm512_dpbusd_epi32(isum, w[3], Bcast4(q + 12));
 }
 
-// Rows decoded per tile; a unit (matmul_int8.cc) has at most this many.
-constexpr int64_t kTileRows = 64;
-// The register blocks: 8 rows x 1 group, or 4 rows x 2 groups (both 16 integer and 16 fp32
-// accumulators, leaving registers for the activations and the broadcast weights). Tiles are
-// padded to a multiple of kPadRows rows.
-constexpr int kPadRows = 8;
-// As the fused fp32 kernels (matmul_avx512.cc): prefetch this far ahead of the rows being
-// decoded, since the hardware prefetchers stop at page boundaries.
-constexpr int64_t kPrefetchBytes = 2048;
-
-STRATA_SIMD_INLINE void PrefetchAhead(const uint8_t* p, int64_t n) {
+// As the fused fp32 kernels: prefetch ahead of the rows being decoded.
+STRATA_SIMD_INLINE void PrefetchRange(const uint8_t* p, int64_t n) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
   for (uintptr_t addr = begin & ~uintptr_t{63}; addr < begin + n; addr += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(addr), _MM_HINT_T0);
   }
 }
 
-// Writes rows [0, rn) x groups [g, g + T) of a kernel's output to y, skipping the padding
-// tokens (>= n_tokens): one scatter per row and group (lane l goes to y[l * ldy]).
-template <int T>
-STRATA_SIMD_INLINE void Store(const float* out, int64_t rn, int64_t g, int64_t n_tokens, float* y,
-                              int64_t ldy) {
-  const __m512i index =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(static_cast<int>(ldy)));
-  for (int t = 0; t < T; ++t) {
-    const int64_t t0 = (g + t) * kInt8Lanes;
-    const int64_t lanes = std::min<int64_t>(kInt8Lanes, n_tokens - t0);
-    if (lanes <= 0) break;
-    const __mmask16 mask = static_cast<__mmask16>((1u << lanes) - 1);
-    for (int64_t r = 0; r < rn; ++r) {
-      _mm512_mask_i32scatter_ps(y + t0 * ldy + r, mask, index,
-                                _mm512_load_ps(out + (r * T + t) * kInt8Lanes), 4);
-    }
-  }
-}
-
-// An Int8RowsFn for one format.
-template <class Decoder, Kind K>
-STRATA_SIMD_NOINLINE void Rows(const uint8_t* w, int64_t row_bytes, int64_t rows,
-                               const Int8Activations& a, int64_t g0, int64_t g1, int64_t n_tokens,
-                               float* y, int64_t ldy) {
-  const int64_t cols = a.cols;
+// One pass of a group of 16 rows (rn of them real) over T tokens (t0 .. t0 + T - 1 of x): with
+// kDecode the pass decodes the group's weights from src into the stage as it goes (the group's
+// first pass), otherwise it reads them from the stage. y points at the group's first row.
+template <class Decoder, Kind K, int T, bool kDecode>
+STRATA_SIMD_NOINLINE void Pass(const Stage& stage, const uint8_t* src, int64_t row_bytes, int rn,
+                               const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
+  constexpr int kChunks = Decoder::kElems / 32;
+  constexpr int kHalves = K == Kind::kSigned16 ? 2 : 1;
+  const int64_t cols = x.cols;
   const int64_t nb = cols / 32;
   const int64_t nb_type = cols / Decoder::kElems;
-  const int64_t ldd = K == Kind::kSigned16 ? 2 * nb : nb;
-  const int64_t code_bytes = kTileRows * cols;
-  const int64_t d_bytes = (kTileRows * ldd * 4 + 63) / 64 * 64;
-  thread_local AlignedBuffer<uint8_t> arena;
-  uint8_t* base = arena.Get(code_bytes + d_bytes + kTileRows * nb * 4);
-  uint8_t* codes = base;
-  float* d = reinterpret_cast<float*>(base + code_bytes);
-  float* m = reinterpret_cast<float*>(base + code_bytes + d_bytes);
-  alignas(64) float out[kPadRows * kInt8Lanes];
+  // The next group's bytes, spread evenly over this group's steps.
+  const int64_t prefetch_step = (kRows * row_bytes + nb_type - 1) / nb_type;
+  const int8_t* q[T];
+  const float* dx[T];
+  const int32_t* c[T];
+  const float* dsum[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    q[t] = x.q + (t0 + t) * cols;
+    dx[t] = x.d + (t0 + t) * nb;
+    c[t] = K == Kind::kSigned16 ? x.c16 + 2 * (t0 + t) * nb : x.c32 + (t0 + t) * nb;
+    dsum[t] = x.dsum + (t0 + t) * nb;
+  }
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb_type; ++b) {
+    const int64_t blk0 = b * kChunks;      // the superblock's first 32-column block
+    const int64_t s0 = stage.keep * blk0;  // its first chunk in the stage
+    if constexpr (kDecode) {
+      PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
+      for (int r = 0; r < rn; ++r) {
+        StageSink sink{stage.codes + s0 * kChunkCodeBytes, stage.d + s0 * kHalves * kRows,
+                       stage.m + s0 * kRows, r, Slot(r)};
+        Decoder::Block(src + r * row_bytes + b * Decoder::kBytes, 0, sink);
+      }
+    }
+#pragma GCC unroll 16
+    for (int k = 0; k < kChunks; ++k) {
+      const int64_t blk = blk0 + k;  // the 32-column block
+      const int64_t sk = s0 + k;     // its chunk in the stage
+      const int64_t col = 32 * blk;
+      const uint8_t* codes = stage.codes + sk * kChunkCodeBytes;
+      __m512i wv[2][4];
+      LoadCodes(codes, wv[0]);
+      LoadCodes(codes + kRows * 16, wv[1]);
+      if constexpr (K == Kind::kSigned16) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m512 dw = _mm512_load_ps(stage.d + (2 * sk + h) * kRows);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const __m512i isum =
+                Dot16(_mm512_set1_epi32(c[t][2 * blk + h]), wv[h], q[t] + col + 16 * h);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][blk])), acc[t]);
+          }
+        }
+      } else {
+        const __m512 dw = _mm512_load_ps(stage.d + sk * kRows);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const __m512i init =
+              K == Kind::kMin32 ? _mm512_setzero_si512() : _mm512_set1_epi32(c[t][blk]);
+          const __m512i isum = Dot16(Dot16(init, wv[0], q[t] + col), wv[1], q[t] + col + 16);
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                   _mm512_mul_ps(dw, _mm512_set1_ps(dx[t][blk])), acc[t]);
+        }
+        if constexpr (K == Kind::kMin32) {
+          const __m512 mw = _mm512_load_ps(stage.m + sk * kRows);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dsum[t][blk]), acc[t]);
+          }
+        }
+      }
+    }
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << rn) - 1);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, mask, acc[t]);
+}
 
-  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
-    const int64_t rn = std::min(kTileRows, rows - r0);
-    for (int64_t r = 0; r < rn; ++r) {
-      const uint8_t* src = w + (r0 + r) * row_bytes;
-      PrefetchAhead(src + kPrefetchBytes, row_bytes);
-      TileSink sink{codes + r * cols, d + r * ldd, m + r * nb};
-      DecodeRow<Decoder>(src, nb_type, sink);
+// The most tokens one pass takes: T accumulators + 8 weight registers + a few temporaries fit
+// the 32 zmm registers.
+constexpr int64_t kMaxTokens = 16;
+
+// The decoding pass for the first tn (1 <= tn <= T) tokens from t0.
+template <class Decoder, Kind K, int T>
+STRATA_SIMD_INLINE void DecodingPass(int64_t tn, const Stage& stage, const uint8_t* src,
+                                     int64_t row_bytes, int rn, const Int8Tokens& x, int64_t t0,
+                                     float* y, int64_t ldy) {
+  if constexpr (T > 1) {
+    if (tn < T) {
+      DecodingPass<Decoder, K, T - 1>(tn, stage, src, row_bytes, rn, x, t0, y, ldy);
+      return;
     }
-    const int64_t padded = (rn + kPadRows - 1) / kPadRows * kPadRows;
-    if (padded > rn) {
-      // Padding rows: computed, never stored; zeros keep them finite.
-      std::memset(codes + rn * cols, 0, (padded - rn) * cols);
-      std::memset(d + rn * ldd, 0, (padded - rn) * ldd * sizeof(float));
-      std::memset(m + rn * nb, 0, (padded - rn) * nb * sizeof(float));
+  }
+  Pass<Decoder, K, T, true>(stage, src, row_bytes, rn, x, t0, y, ldy);
+}
+
+// An Int8KernelFn for one format: per group of 16 rows, a first pass over the remainder of the
+// tokens (n_tokens % 16, or 16) decodes the weights as they stream from memory; passes over 16
+// tokens each then reuse the decoded group.
+template <class Decoder, Kind K>
+STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t rows,
+                                 const Int8Tokens& x, int64_t n_tokens, float* y, int64_t ldy) {
+  const int64_t keep = n_tokens > kMaxTokens ? 1 : 0;
+  const int64_t chunks = keep != 0 ? x.cols / 32 : Decoder::kElems / 32;
+  const int64_t halves = K == Kind::kSigned16 ? 2 : 1;
+  const int64_t code_bytes = chunks * kChunkCodeBytes;
+  const int64_t d_bytes = halves * chunks * kRows * 4;
+  const int64_t m_bytes = chunks * kRows * 4;
+  thread_local AlignedBuffer<uint8_t> arena;
+  uint8_t* base = arena.Get(code_bytes + d_bytes + m_bytes);
+  const Stage stage{base, reinterpret_cast<float*>(base + code_bytes),
+                    reinterpret_cast<float*>(base + code_bytes + d_bytes), keep};
+  const int64_t first = n_tokens % kMaxTokens != 0 ? n_tokens % kMaxTokens : kMaxTokens;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const int rn = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
+    if (rn < kRows) {
+      // Lanes without a row: computed, never stored; zeros keep them defined.
+      std::memset(base, 0, code_bytes + d_bytes + m_bytes);
     }
-    float* yt = y + r0;
-    int64_t g = g0;
-    for (; g + 2 <= g1; g += 2) {
-      for (int64_t r = 0; r < padded; r += 4) {
-        const Tile tile{codes + r * cols, cols, d + r * ldd, ldd, m + r * nb, nb};
-        Kernel<K, 4, 2>(tile, a, g, nb, out);
-        Store<2>(out, std::min<int64_t>(4, rn - r), g, n_tokens, yt + r, ldy);
-      }
-    }
-    if (g < g1) {
-      for (int64_t r = 0; r < padded; r += 8) {
-        const Tile tile{codes + r * cols, cols, d + r * ldd, ldd, m + r * nb, nb};
-        Kernel<K, 8, 1>(tile, a, g, nb, out);
-        Store<1>(out, std::min<int64_t>(8, rn - r), g, n_tokens, yt + r, ldy);
-      }
+    const uint8_t* src = w + r0 * row_bytes;
+    DecodingPass<Decoder, K, kMaxTokens>(first, stage, src, row_bytes, rn, x, 0, y + r0, ldy);
+    for (int64_t t0 = first; t0 < n_tokens; t0 += kMaxTokens) {
+      Pass<Decoder, K, kMaxTokens, false>(stage, src, row_bytes, rn, x, t0, y + r0, ldy);
     }
   }
 }
 
-Int8RowsFn RowsFor(model::GgmlType type) {
+Int8KernelFn KernelFor(model::GgmlType type) {
   using model::GgmlType;
   switch (type) {
     case GgmlType::kQ8_0:
-      return &Rows<DecodeQ8_0, Kind::kSigned32>;
+      return &Kernel<DecodeQ8_0, Kind::kSigned32>;
     case GgmlType::kQ4_0:
-      return &Rows<DecodeQ4_0, Kind::kSigned32>;
+      return &Kernel<DecodeQ4_0, Kind::kSigned32>;
     case GgmlType::kQ5_0:
-      return &Rows<DecodeQ5_0, Kind::kSigned32>;
+      return &Kernel<DecodeQ5_0, Kind::kSigned32>;
     case GgmlType::kQ4_1:
-      return &Rows<DecodeQ4_1, Kind::kMin32>;
+      return &Kernel<DecodeQ4_1, Kind::kMin32>;
     case GgmlType::kQ5_1:
-      return &Rows<DecodeQ5_1, Kind::kMin32>;
+      return &Kernel<DecodeQ5_1, Kind::kMin32>;
     case GgmlType::kQ4_K:
-      return &Rows<DecodeQ4_K, Kind::kMin32>;
+      return &Kernel<DecodeQ4_K, Kind::kMin32>;
     case GgmlType::kQ5_K:
-      return &Rows<DecodeQ5_K, Kind::kMin32>;
+      return &Kernel<DecodeQ5_K, Kind::kMin32>;
     case GgmlType::kQ6_K:
-      return &Rows<DecodeQ6_K, Kind::kSigned16>;
+      return &Kernel<DecodeQ6_K, Kind::kSigned16>;
     default:
       return nullptr;
   }
@@ -323,8 +341,7 @@ bool CpuHasAvx512Vnni() {
 }  // namespace avx512_vnni
 
 const Int8Family* Avx512VnniInt8Family() {
-  static const Int8Family family{"avx512_vnni", &avx512_vnni::RowsFor, &Avx512VnniInt8FewFor,
-                                 &avx512_vnni::QuantizeRow};
+  static const Int8Family family{"avx512_vnni", &avx512_vnni::KernelFor, &avx512_vnni::QuantizeRow};
   static const bool available = avx512_vnni::CpuHasAvx512Vnni();
   return available ? &family : nullptr;
 }

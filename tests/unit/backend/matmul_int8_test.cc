@@ -291,37 +291,41 @@ TEST_P(MatMulInt8Test, EveryTokenRowIsBitIdenticalAcrossBatchesAndThreads) {
   }
 }
 
-// A few tokens (up to 16) run the small-token kernels, rows in the lanes; more run the tile
-// kernels, tokens in the lanes. Each token's row must be the same bits from both: every n from 1
-// to 17 at two offsets against one batch of 40 (the tile kernels), over row counts below,
-// at and above the 16-row lane groups, with and without a pool.
-TEST_P(MatMulInt8Test, SmallTokenKernelsMatchTheTileKernelsBitForBit) {
+// The kernels run the tokens in passes of up to 16 over each group of 16 decoded weight rows
+// (the first pass decodes them), and split the tokens into chunks when the rows are too few
+// for the pool. Each token's row must be the same bits whatever pass, chunk or row group
+// computes it: every n from 1 to 70 against each token alone, over row counts below, at and
+// above the 16-row groups, with and without a pool, and with a pool wider than the row groups.
+TEST_P(MatMulInt8Test, PassesAndChunksGiveEachTokenItsSoloRowBitForBit) {
   const GgmlType type = GetParam();
   std::mt19937 rng(707);
-  ThreadPool pool(3);
-  const int64_t batch = 40;
+  ThreadPool pool3(3);
+  ThreadPool pool8(8);
+  const int64_t total = 70;
   for (int64_t cols : Int8ColsFor(type)) {
     if (cols > 768) continue;
     for (int64_t rows : {1, 7, 15, 16, 17, 97}) {
       const std::vector<uint8_t> wq = RandomWeights(type, rows, cols, rng);
       const WeightMatrix w{type, wq.data(), rows, cols};
-      const std::vector<float> x = RandomActivations(batch * cols, rng);
-      std::vector<float> tile(batch * rows);
-      MatMul(w, x.data(), batch, tile.data(), &pool, kInt8);
-      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-        for (int64_t n = 1; n <= 17; ++n) {
-          for (int64_t begin : {int64_t{0}, batch - n}) {
-            std::vector<float> y(n * rows, std::nanf(""));
-            MatMul(w, x.data() + begin * cols, n, y.data(), p, kInt8);
-            for (int64_t t = 0; t < n; ++t) {
-              for (int64_t r = 0; r < rows; ++r) {
-                const float want = tile[(begin + t) * rows + r];
-                const float got = y[t * rows + r];
-                ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(float)))
-                    << model::GgmlTypeName(type) << " [" << rows << " x " << cols << "]: token "
-                    << begin + t << " of a batch of " << n << " (pool: " << (p != nullptr)
-                    << "), row " << r << " = " << got << ", the tile kernels give " << want;
-              }
+      const std::vector<float> x = RandomActivations(total * cols, rng);
+      std::vector<float> alone(total * rows);
+      for (int64_t t = 0; t < total; ++t) {
+        MatMul(w, x.data() + t * cols, 1, alone.data() + t * rows, nullptr, kInt8);
+      }
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool3, &pool8}) {
+        for (int64_t n = 2; n <= total; ++n) {
+          const int64_t begin = total - n;
+          std::vector<float> y(n * rows, std::nanf(""));
+          MatMul(w, x.data() + begin * cols, n, y.data(), p, kInt8);
+          for (int64_t t = 0; t < n; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              const float want = alone[(begin + t) * rows + r];
+              const float got = y[t * rows + r];
+              ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(float)))
+                  << model::GgmlTypeName(type) << " [" << rows << " x " << cols << "]: token "
+                  << begin + t << " of a batch of " << n << " on "
+                  << (p != nullptr ? p->num_threads() : 1) << " threads, row " << r << " = " << got
+                  << ", alone it is " << want;
             }
           }
         }

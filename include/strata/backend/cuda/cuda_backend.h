@@ -1,0 +1,63 @@
+// CudaBackend: the transformer forward pass on one CUDA device, over the device kernels of
+// kernels/ (launch API in include/strata/kernels/) and cuBLAS(Lt), with the paged KV cache in
+// device memory. Built only where nvcc is found (STRATA_HAVE_CUDA); everything here reports
+// failures as Status, never aborts.
+//
+// Thread rules: one driving thread calls Forward (see Backend). The GgufFile passed to Create
+// may be closed once Create returns (the weights are copied to the device).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "strata/backend/backend.h"
+#include "strata/common/status.h"
+#include "strata/model/gguf_file.h"
+#include "strata/model/model_config.h"
+
+namespace strata::backend::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;  // CUDA device ordinal
+  // Share of the device's free memory (after the weights) that the KV pool and the workspaces
+  // may take, in (0, 1].
+  double memory_fraction = 0.9;
+  // KV pool size in bytes; 0: sized from free memory and memory_fraction.
+  int64_t kv_budget_bytes = 0;
+  int32_t block_size = 16;  // tokens per KV block
+  // Capture decode steps (one token per sequence) as CUDA graphs at bucketed batch sizes
+  // (1, 2, 4, 8, 16, 32, 64, 128) and replay them.
+  bool cuda_graphs = true;
+};
+
+// Whether a CUDA device can be used by this process (false without a driver or device).
+bool CudaDeviceAvailable();
+
+class CudaBackend final : public Backend {
+ public:
+  // Reads the config, uploads the weights and allocates the KV pool. UNAVAILABLE without a
+  // usable device, FAILED_PRECONDITION when the memory left holds no KV block, INVALID_ARGUMENT
+  // for bad options, UNIMPLEMENTED for an architecture or weight type it cannot run.
+  static StatusOr<std::unique_ptr<CudaBackend>> Create(const model::GgufFile& file,
+                                                       const CudaBackendOptions& options);
+
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Status Forward(const Batch& batch, std::vector<float>* logits) override;
+  const model::ModelConfig& config() const override;
+  KvGeometry kv_geometry() const override;
+
+  // Device memory taken by the weights, and by the KV pool, in bytes.
+  int64_t weight_bytes() const;
+  int64_t kv_bytes() const;
+
+  struct Impl;
+
+ private:
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::backend::cuda

@@ -39,8 +39,9 @@ const std::vector<Setting>& Settings() {
        &ServerConfig::matmul_precision,
        0,
        0,
-       {"fp32", "int8"},
-       "CPU matmul activations: fp32 (exact) or int8 (faster batches, llama.cpp-like rounding)"},
+       {"int8", "fp32"},
+       "CPU matmul activations: int8 (llama.cpp-like rounding, faster; fp32 kernels on CPUs "
+       "without AVX-512 VNNI) or fp32 (exact)"},
       {"kv_budget_bytes", &ServerConfig::kv_budget_bytes, 1, kMaxI64, {}, "KV cache memory"},
       {"kv_dtype", &ServerConfig::kv_dtype, 0, 0, {"f16", "f32"}, "KV cache element type"},
       {"kv_block_size", &ServerConfig::kv_block_size, 1, 1024, {}, "tokens per KV block"},

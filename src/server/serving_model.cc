@@ -6,6 +6,7 @@
 
 #include "strata/backend/cpu/matmul.h"
 #include "strata/common/logging.h"
+#include "strata/model/ggml_type.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "0.0.0"
@@ -194,9 +195,12 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   const engine::EngineStats stats = m->engine->Stats();
   info.set_kv_cache_tokens(int64_t{stats.kv.num_blocks} * config.kv_block_size);
   info.set_max_queued_requests(static_cast<int32_t>(config.max_queued_requests));
+  // int8 runs only where the CPU has the integer kernels (the fp32 ones otherwise): say which.
+  const bool int8 = backend_options.matmul_precision == backend::cpu::MatMulPrecision::kInt8 &&
+                    backend::cpu::MatMulInt8Supports(model::GgmlType::kQ8_0);
   info.set_backend("cpu (" + std::string(backend::cpu::MatMulIsa()) + ", " +
                    std::to_string(m->backend->num_threads()) + " threads, " +
-                   config.matmul_precision + " matmul)");
+                   (int8 ? "int8" : "fp32") + " matmul)");
   info.set_version(std::string(STRATA_VERSION) + " (" + STRATA_COMMIT + ")");
   return m;
 }

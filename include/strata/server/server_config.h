@@ -27,10 +27,12 @@ namespace strata::server {
 
 struct ServerConfig {
   // Model and backend.
-  std::string model;                      // GGUF file (required)
-  std::string chat_template;              // "" = detect from the model
-  int32_t threads = 0;                    // CPU threads; 0 = one per core
-  std::string matmul_precision = "fp32";  // "fp32" or "int8" (CPU matmul activations)
+  std::string model;          // GGUF file (required)
+  std::string chat_template;  // "" = detect from the model
+  int32_t threads = 0;        // CPU threads; 0 = one per core
+  // "int8" or "fp32" (CPU matmul activations). int8, as llama.cpp does, is the faster one for
+  // every batch size on AVX-512 VNNI CPUs; elsewhere it runs the fp32 kernels.
+  std::string matmul_precision = "int8";
   int64_t kv_budget_bytes = int64_t{256} << 20;
   std::string kv_dtype = "f16";  // "f16" or "f32"
   int32_t kv_block_size = 16;    // tokens per KV block

@@ -15,32 +15,32 @@
 //
 // Precision (MatMulOptions::precision):
 // - kFp32 (the default): as above; activations stay fp32.
-// - kInt8 (opt-in): each token's activations are quantized per 32-column block to int8 with one
+// - kInt8 (opt-in here; strata-server's default): each token's activations are quantized per
+// 32-column block to int8 with one
 //   fp32 scale (QuantizeRowInt8: d = amax / 127, q = round-to-nearest-even(x * (1 / d)),
 //   clamped to [-127, 127]; an all-zero block gets d = 0 and q = 0, as llama.cpp's q8_0
 //   activations but with the scale kept in fp32), and the products run in integers with
 //   AVX-512 VNNI (vpdpbusd) on unsigned 8-bit weight codes (signed formats shifted by 128, the
 //   shift taken back with the activation block sums; formats with a min keep their codes and
-//   add min * d_x * sum(q_x) per block). Up to 16 tokens, rows sit in the lanes: 16 rows' blocks
-//   are decoded as they stream from memory (prefetched one 16-row group ahead) into a few KiB
-//   of L1, transposed in registers, and each vpdpbusd adds 4 products to 16 rows for one
-//   token's broadcast activations, so decode is memory-bound like kFp32's fused kernel. More
-//   tokens sit in the lanes (16 per zmm): a weight tile is decoded once per call and every
-//   group of 16 tokens runs over it. Either way each (row, token) accumulates, block after
-//   block in column order,
+//   add min * d_x * sum(q_x) per block). Rows sit in the lanes: each group of 16 rows is
+//   decoded once per call as it streams from memory (prefetched one group ahead), transposed in
+//   registers, and each vpdpbusd adds 4 products to the 16 rows for one token's broadcast
+//   activations; tokens run in passes of up to 16 over the decoded group (kept in L1/L2 when
+//   there is more than one pass), so the weights are read and decoded once whatever the batch.
+//   Each (row, token) accumulates,
 //     acc = fma(float(isum_b), d_w,b * d_x,b, acc)    [+ fma(m_w,b, d_x,b * sum_b(q_x), acc)]
 //   where isum_b is the exact integer dot product of the block (Q6_K: per 16-column half, with
 //   the half's own weight scale). That chain is the only floating-point rounding, and it is the
-//   same whatever n_tokens is (either layout), however rows and tokens are split over threads
-//   and whichever register block computes the element: a token's output row is bit-identical
+//   same whatever n_tokens is, however rows and tokens are split over threads and whichever
+//   pass or lane computes the element: a token's output row is bit-identical
 //   alone or in any batch. Versus kFp32 the result differs by the activation rounding (relative
 //   error up to 1/254 of each block's largest element), not by summation order. Integer kernels
 //   exist for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K on CPUs with AVX-512 F/BW/VL/DQ +
 //   VNNI (MatMulInt8Supports); every other type, and every type on other CPUs, runs the kFp32 path
 //   unchanged. Weights are still read in place (no repacking, no extra resident memory beyond a
-//   per-thread tile of a few tens of KiB). Measured (2 threads, loaded 2-core AVX-512 VM,
-//   gemma-3-270m's matrices): 1 token as fast as kFp32's fused kernel or faster (output projection
-//   Q8_0 262144 x 640: 18 vs 22 ms), 8-16 tokens 1.5-2x kFp32 (16 tokens Q8_0: 26 vs 57 ms).
+//   per-thread stage of a few tens of KiB). Measured (2 threads, 2-core AVX-512 VNNI VM,
+//   gemma-3-270m's matrices): 1 token as fast as kFp32's fused kernel or faster, 16 tokens
+//   2-3x kFp32 (output projection Q8_0 262144 x 640: 14 vs 41 ms), 32 tokens 28 ms (2.4x).
 //
 // Kernel families are chosen at run time from the CPU's features ("avx512", "avx2", "scalar");
 // the binary needs no -march flags.

@@ -15,8 +15,8 @@ namespace strata::model {
 namespace {
 
 constexpr int64_t kQK_K = 256;
-constexpr int64_t kSpecialTokens = 3;  // <unk>, <s>, </s>
-constexpr int64_t kMinVocab = kSpecialTokens + 256;
+constexpr int64_t kSpecialTokens = 3;                    // <unk>, <s>, </s>
+constexpr int64_t kMinVocab = kSpecialTokens + 256 + 1;  // and "▁" (the SPM space)
 
 // SplitMix64 (Steele, Lea & Flood 2014): one multiply-xorshift chain per output, good enough for
 // weights and fast enough for 8B of them.
@@ -225,7 +225,10 @@ void AddVocab(const SyntheticModelSpec& s, GgufWriter* w) {
     tokens.emplace_back(byte);
     types.push_back(6);  // byte
   }
-  // Filler pieces, distinct and never a byte token's text: "▁t259", "▁t260", ...
+  // The space piece, so that text with spaces decodes back to itself (SPM writes a space as
+  // U+2581), then filler pieces, distinct and never a byte token's text: "▁t260", ...
+  tokens.emplace_back("\xe2\x96\x81");
+  types.push_back(1);  // normal
   for (int64_t i = kMinVocab; i < s.vocab_size; ++i) {
     tokens.push_back("\xe2\x96\x81t" + std::to_string(i));
     types.push_back(1);  // normal
@@ -332,7 +335,7 @@ Status ValidateSyntheticModelSpec(const SyntheticModelSpec& s) {
   }
   if (s.vocab_size < kMinVocab || s.vocab_size > (int64_t{1} << 24)) {
     return InvalidArgumentError(
-        "vocab_size must be between 259 (3 special and 256 byte tokens) "
+        "vocab_size must be between 260 (3 special, 256 byte tokens and the space) "
         "and 16777216, got " +
         std::to_string(s.vocab_size));
   }

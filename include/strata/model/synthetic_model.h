@@ -1,8 +1,8 @@
 // Synthetic models: llama-architecture GGUF files of any shape with seeded random weights, for
 // sizing and benchmarking (e.g. a Llama-3-8B-shaped file on a machine with no network). The
 // file carries everything ModelConfig, ModelWeights and the tokenizer read: the llama
-// hyperparameters, a minimal SentencePiece vocab (<unk>, <s>, </s>, the 256 byte tokens, then
-// filler pieces), and every tensor.
+// hyperparameters, a minimal SentencePiece vocab (<unk>, <s>, </s>, the 256 byte tokens, the space
+// piece, then filler pieces), and every tensor.
 //
 // Weights are drawn so activations stay O(1): matrices ~ N(0, 1/cols) (an Irwin-Hall
 // approximation of the normal for F16/BF16; for Q4_K/Q6_K random quants under finite, normal
@@ -35,7 +35,7 @@ struct SyntheticModelSpec {
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t n_ff = 0;
-  int64_t vocab_size = 0;      // >= 259 (3 special + 256 byte tokens)
+  int64_t vocab_size = 0;      // >= 260 (3 special + 256 byte tokens + the space)
   int64_t context_length = 0;  // positions
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
@@ -58,7 +58,7 @@ std::string_view SyntheticFtypeName(SyntheticFtype ftype);
 
 // INVALID_ARGUMENT naming the field when the spec cannot make a loadable file (non-positive
 // sizes, n_heads not a multiple of n_kv_heads, odd head_dim, a row length that is not a
-// multiple of the quant block (256 for q4_k), a vocab under 259).
+// multiple of the quant block (256 for q4_k), a vocab under 260).
 Status ValidateSyntheticModelSpec(const SyntheticModelSpec& spec);
 
 // Bytes the file's tensor data will take (excluding the header), for a progress line.

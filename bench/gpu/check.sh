@@ -41,6 +41,7 @@ START=$SECONDS
 RESULTS=$OUT/results.json
 TABLE=$OUT/table.md
 : >"$RESULTS"
+for f in build gpu_tests make_model bench_gpu peer; do : >"$OUT/$f.log"; done
 export PATH="/usr/local/cuda/bin:$PATH"
 
 ROWS=()  # "| step | status | seconds | detail |"
@@ -112,13 +113,14 @@ fi
 MAKE_MODEL=$BUILD/src/tools/strata-make-model
 BENCH=$BUILD/bench/strata-bench-gpu
 
-# ---- 2. gpu-labelled tests: cap 60 s ------------------------------------------------------
+# ---- 2. gpu-labelled tests: cap 75 s ------------------------------------------------------
+# -j 16: each test is its own process with its own CUDA context start.
 if ((HAVE_GPU == 0)); then
   no_device gpu_tests
 else
   DETAIL="$(cd "$BUILD" && ctest -N -L gpu 2>/dev/null | tail -n 1)"
-  run gpu_tests "$OUT/gpu_tests.log" "$(cap 60 150)" \
-    ctest --test-dir "$BUILD" -L gpu --timeout 30 --output-on-failure -j 4
+  run gpu_tests "$OUT/gpu_tests.log" "$(cap 75 150)" \
+    ctest --test-dir "$BUILD" -L gpu --timeout 60 --output-on-failure -j 16
   ROWS[-1]="${ROWS[-1]% |} $(grep -E 'tests passed' "$OUT/gpu_tests.log" | tail -n 1) |"
 fi
 
@@ -141,7 +143,7 @@ bench() {
     return
   fi
   local mark
-  mark=$(wc -l <"$OUT/bench_gpu.log" 2>/dev/null || echo 0)
+  mark=$(wc -l <"$OUT/bench_gpu.log")
   run "bench_gpu_$name" "$OUT/bench_gpu.log" "$(cap "$limit" "$reserve")" "$BENCH" "$@"
   tail -n +"$((mark + 1))" "$OUT/bench_gpu.log" | grep '^{' |
     sed "s/^{/{\"run\":\"bench_gpu_$name\",/" >>"$RESULTS"
@@ -171,7 +173,9 @@ fi
 
 # ---- 6. F16 model + bench, only with >= 150 s left (16 GB to write, then to upload) --------
 rm -f "$Q4"
-if (($(left) >= 150)); then
+if ((HAVE_GPU == 0)); then
+  no_device "make_model_f16 + bench_gpu_f16"
+elif (($(left) >= 150)); then
   F16=$MODEL_DIR/strata-check-f16.gguf
   if make_model f16 f16 70 60; then
     bench f16 "$(cap 120 0)" 0 --model "$F16" --copy-mib 1024 --attn-seqs 128 \
@@ -195,24 +199,18 @@ fi
   echo "| step | status | seconds | detail |"
   echo "|---|---|---|---|"
   printf '%s\n' "${ROWS[@]}"
-  for name in q4_k f16; do
-    if grep -q "\"run\":\"bench_gpu_$name\"" "$RESULTS" 2>/dev/null; then
-      echo
-      echo "### strata-bench-gpu ($name model)"
-      echo
-      # The binary's own table: the lines of its last run that start with '|'.
-      awk -v want="== bench_gpu_$name " 'index($0, want) == 1 {keep = 1; n = 0; next}
-        /^== / {keep = 0} keep && /^\|/ {rows[n++] = $0} END {for (i = 0; i < n; i++) print rows[i]}' \
-        "$OUT/bench_gpu.log"
-    fi
-  done
-  if grep -q '"run":"transformers_peer"' "$RESULTS" 2>/dev/null; then
-    echo
-    echo "### transformers peer (bf16, eager PyTorch)"
-    echo
-    awk 'index($0, "== transformers_peer ") == 1 {keep = 1; n = 0; next}
+  # Each program's own table: the '|' lines of its last run in its log.
+  section() {
+    local title=$1 marker=$2 log=$3 rows
+    rows=$(awk -v want="$marker" 'index($0, want) == 1 {keep = 1; n = 0; next}
       /^== / {keep = 0} keep && /^\|/ {rows[n++] = $0} END {for (i = 0; i < n; i++) print rows[i]}' \
-      "$OUT/peer.log"
-  fi
+      "$log")
+    [[ -n "$rows" ]] && printf '\n### %s\n\n%s\n' "$title" "$rows"
+    return 0
+  }
+  section "strata-bench-gpu (8B-shaped, Q4_K)" "== bench_gpu_q4_k " "$OUT/bench_gpu.log"
+  section "strata-bench-gpu (8B-shaped, F16)" "== bench_gpu_f16 " "$OUT/bench_gpu.log"
+  section "transformers peer (8B-shaped, bf16, eager PyTorch)" "== transformers_peer " \
+    "$OUT/peer.log"
 } >"$TABLE"
 cat "$TABLE"

@@ -312,7 +312,13 @@ void BenchBackend(const Options& o, double bw) {
   };
 
   // ---- decode -------------------------------------------------------------------------------
-  const double kv_bytes_per_token = static_cast<double>(geo.bytes_per_block) / geo.block_size;
+  // A block's bytes cover every layer's K and V (as KvGeometry's CPU implementation counts
+  // them); without the number, fp16 K and V of every layer.
+  const double kv_bytes_per_token =
+      geo.bytes_per_block > 0
+          ? static_cast<double>(geo.bytes_per_block) / geo.block_size
+          : 2.0 * static_cast<double>(config->n_layers * config->n_kv_heads *
+                                      (config->head_dim_k + config->head_dim_v));
   for (int64_t batch_size : o.decode_batches) {
     const std::string dshape =
         "batch " + std::to_string(batch_size) + " @ ctx " + std::to_string(o.decode_context);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <numbers>
 #include <thread>
 #include <vector>
@@ -394,9 +395,13 @@ Status WriteSyntheticModel(const SyntheticModelSpec& s, const std::string& path,
   for (const TensorPlan& t : plan) STRATA_RETURN_IF_ERROR(w.AddTensor(t.name, t.dims, t.type));
   STRATA_RETURN_IF_ERROR(w.Open(path));
 
-  std::vector<uint8_t> bytes;
+  // Tensor i + 1 is generated while a writer thread writes tensor i: two buffers, one in
+  // each stage (so at most two tensors are ever in memory).
+  std::vector<uint8_t> buffers[2];
+  std::future<Status> writing;  // declared after the buffers: an early return waits for it
   for (size_t i = 0; i < plan.size(); ++i) {
     const TensorPlan& t = plan[i];
+    std::vector<uint8_t>& bytes = buffers[i % 2];
     if (t.kind == Kind::kMatrix) {
       FillMatrix(t, s.seed, i, threads, &bytes);
     } else {
@@ -411,8 +416,10 @@ Status WriteSyntheticModel(const SyntheticModelSpec& s, const std::string& path,
       bytes.resize(values.size() * sizeof(float));
       std::memcpy(bytes.data(), values.data(), bytes.size());
     }
-    STRATA_RETURN_IF_ERROR(w.WriteTensorData(bytes));
+    if (writing.valid()) STRATA_RETURN_IF_ERROR(writing.get());
+    writing = std::async(std::launch::async, [&w, &bytes] { return w.WriteTensorData(bytes); });
   }
+  if (writing.valid()) STRATA_RETURN_IF_ERROR(writing.get());
   return w.Close();
 }
 

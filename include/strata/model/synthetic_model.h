@@ -9,8 +9,7 @@
 // fp16 scales chosen for the same standard deviation), norms 1 + N(0, 0.01) in F32. The bytes
 // depend only on the spec and the seed, never on the thread count.
 //
-// Thread rules: WriteSyntheticModel runs `threads` worker threads of its own; the spec is read
-// only.
+// Thread rules: WriteSyntheticModel runs worker threads of its own; the spec is read only.
 #pragma once
 
 #include <cstdint>
@@ -64,8 +63,9 @@ Status ValidateSyntheticModelSpec(const SyntheticModelSpec& spec);
 // Bytes the file's tensor data will take (excluding the header), for a progress line.
 uint64_t SyntheticModelDataBytes(const SyntheticModelSpec& spec);
 
-// Writes the model to `path`, tensor by tensor (at most one tensor in memory), generating each
-// with `threads` threads (0: one per core).
+// Writes the model to `path`, tensor by tensor (at most two tensors in memory: one being
+// written while the next is generated), generating each with `threads` threads (0: one per
+// core) plus one writer thread.
 Status WriteSyntheticModel(const SyntheticModelSpec& spec, const std::string& path,
                            int threads = 0);
 

@@ -43,6 +43,7 @@ TABLE=$OUT/table.md
 : >"$RESULTS"
 for f in build gpu_tests make_model bench_gpu peer; do : >"$OUT/$f.log"; done
 export PATH="/usr/local/cuda/bin:$PATH"
+PY=$(command -v python3 || command -v python || true)
 
 ROWS=()  # "| step | status | seconds | detail |"
 
@@ -164,15 +165,15 @@ bench q4_k 120 60 --model "$Q4" --copy-mib 2048 --attn-seqs 32,64,128 \
 # ---- 5. transformers peer: cap 90 s, only when torch and transformers import --------------
 if ((HAVE_GPU == 0)); then
   no_device transformers_peer
-elif timeout 30 python3 -c "import torch, transformers" >>"$OUT/peer.log" 2>&1; then
+elif [[ -n "$PY" ]] && timeout 30 "$PY" -c "import torch, transformers" >>"$OUT/peer.log" 2>&1; then
   mark=$(wc -l <"$OUT/peer.log")
   run transformers_peer "$OUT/peer.log" "$(cap 90 0)" \
-    python3 "$ROOT/bench/gpu/transformers_peer.py" --batches 1,8,32,128 --context 512 \
+    "$PY" "$ROOT/bench/gpu/transformers_peer.py" --batches 1,8,32,128 --context 512 \
     --prefill-tokens 2048
   tail -n +"$((mark + 1))" "$OUT/peer.log" | grep '^{' |
     sed 's/^{/{"run":"transformers_peer",/' >>"$RESULTS"
 else
-  record transformers_peer "SKIPPED" 0 "python3 cannot import torch and transformers"
+  record transformers_peer "SKIPPED" 0 "${PY:-no python}: cannot import torch and transformers"
 fi
 
 # ---- 6. F16 model + bench, only with >= 150 s left (16 GB to write, then to upload) --------

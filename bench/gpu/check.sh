@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# bench/gpu/check.sh OUT_DIR [--no-gpu]
+#
+# One pass over Strata's GPU path on a CUDA machine, inside a hard 8-minute budget that includes
+# the build: configure and build (Release, sm_90, only the targets needed), the gpu-labelled
+# tests, a synthetic Llama-3-8B-shaped Q4_K model in /tmp, strata-bench-gpu on it, the
+# transformers peer when torch and transformers import, and (time allowing) the same on an F16
+# model. Each step has its own timeout; a step that fails or times out is recorded and the next
+# one still runs. The summary table is printed LAST and written to OUT_DIR/table.md.
+#
+# OUT_DIR stays flat and small (at most 8 files come back from the GPU machine):
+#   build.log gpu_tests.log make_model.log bench_gpu.log peer.log  one per step (the F16 pass
+#                                                                   appends to the same files)
+#   results.json  every JSON line the benchmarks printed, one object per line, tagged by run
+#   table.md      the summary table
+#
+# Time budget (450 s of the 480; the rest is margin). Each step's timeout is its cap below, cut
+# to what is left minus a reserve kept for the steps after it, so a slow build squeezes the
+# tests, not the benchmark; a step left with under 10 s is skipped:
+#   configure 30 s | build tools 200 s | build gpu tests 90 s | gpu tests 75 s
+#   8B Q4_K model 60 s | strata-bench-gpu 120 s | transformers peer 90 s
+#   F16 model 70 s + its benchmark 120 s, only when 150 s are left after the peer
+# Typical (estimated for 16 cores): 15 + 90 + 40 + 40 + 15 + 60 + 60 = 320 s before the F16 pass.
+#
+# --no-gpu (or no nvidia-smi device) skips the device steps with a "no device" line; the build
+# and the model generation still run. Knobs for trying the script elsewhere (defaults are the
+# GPU machine's): STRATA_CHECK_BUILD_DIR (build folder, default build-gpu-check),
+# STRATA_CHECK_JOBS (16), STRATA_CHECK_MODEL_DIR (/tmp), STRATA_CHECK_MODEL_FLAGS (strata-make-model
+# shape flags, default "--preset llama3-8b"), STRATA_CHECK_BUDGET_S (450).
+set -u -o pipefail
+
+if [[ $# -lt 1 || "$1" == -* ]]; then
+  echo "usage: $0 OUT_DIR [--no-gpu]" >&2
+  exit 2
+fi
+OUT=$1
+NO_GPU=0
+[[ "${2:-}" == "--no-gpu" ]] && NO_GPU=1
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${STRATA_CHECK_BUILD_DIR:-$ROOT/build-gpu-check}
+JOBS=${STRATA_CHECK_JOBS:-16}
+MODEL_DIR=${STRATA_CHECK_MODEL_DIR:-/tmp}
+read -r -a MODEL_FLAGS <<<"${STRATA_CHECK_MODEL_FLAGS:---preset llama3-8b}"
+# 450 s of the 480 s budget: the rest is margin for the machine's start and the copy back.
+BUDGET=${STRATA_CHECK_BUDGET_S:-450}
+START=$SECONDS
+RESULTS=$OUT/results.json
+TABLE=$OUT/table.md
+: >"$RESULTS"
+for f in build gpu_tests make_model bench_gpu peer; do : >"$OUT/$f.log"; done
+export PATH="/usr/local/cuda/bin:$PATH"
+PY=$(command -v python3 || command -v python || true)
+
+ROWS=()  # "| step | status | seconds | detail |"
+
+left() { echo $((BUDGET - (SECONDS - START))); }
+
+# The smaller of a step's own cap and what is left of the budget minus `reserve` seconds kept
+# for the steps after it; 0 when that is under 10 s (the step is then skipped).
+cap() {
+  local want=$1 reserve=$2 l
+  l=$(($(left) - reserve))
+  ((l < want)) && want=$l
+  ((want < 10)) && want=0
+  echo "$want"
+}
+
+record() { ROWS+=("| $1 | $2 | $3 | $4 |"); }
+
+# run STEP LOG TIMEOUT_S CMD...: runs CMD under `timeout`, appending stdout+stderr to LOG;
+# records ok / FAILED (rc) / TIMEOUT / SKIPPED in the table. Returns the command's status.
+run() {
+  local step=$1 log=$2 limit=$3
+  shift 3
+  if ((limit <= 0)); then
+    record "$step" "SKIPPED" 0 "no time left in the budget"
+    echo "== $step: skipped (no time left)" >>"$log"
+    return 124
+  fi
+  local t0=$SECONDS rc
+  echo "== $step (timeout ${limit}s): $*" >>"$log"
+  timeout --kill-after=5 "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  local dt=$((SECONDS - t0))
+  if ((rc == 0)); then
+    record "$step" "ok" "$dt" "${DETAIL:-}"
+  elif ((rc == 124 || rc == 137)); then
+    record "$step" "TIMEOUT" "$dt" "killed after ${limit}s; see $(basename "$log")"
+  else
+    record "$step" "FAILED (rc $rc)" "$dt" "$(tail -n 1 "$log" | tr '|' '/' | cut -c1-100)"
+  fi
+  DETAIL=""
+  return $rc
+}
+
+HAVE_GPU=0
+if ((NO_GPU == 0)) && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  HAVE_GPU=1
+fi
+no_device() { record "$1" "SKIPPED" 0 "no device (no CUDA GPU visible)"; }
+
+# ---- 1. configure + build: cap 30 s, then 200 s for the tools, 90 s for the gpu tests ------
+# Only the tools the later steps run, then every test binary with a gpu label (the kernel
+# tests, and the CUDA backend's when it is in the tree). -k 0: one broken target does not stop
+# the others.
+CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_SERVER=OFF
+  -DCMAKE_CUDA_ARCHITECTURES=90)
+if ! run configure "$OUT/build.log" "$(cap 30 200)" "${CONFIGURE[@]}"; then
+  # Most likely GoogleTest is missing: the benchmarks need no tests.
+  run configure_without_tests "$OUT/build.log" "$(cap 30 200)" "${CONFIGURE[@]}" \
+    -DSTRATA_BUILD_TESTS=OFF
+fi
+run build_tools "$OUT/build.log" "$(cap 200 170)" \
+  ninja -C "$BUILD" -j "$JOBS" -k 0 strata-make-model strata-bench-gpu
+mapfile -t GPU_TEST_TARGETS < <(ninja -C "$BUILD" -t targets all 2>/dev/null |
+  grep -oE '^strata_[a-z_]*(kernels|cuda)[a-z_]*_tests(:|$)' | tr -d ':' | sort -u)
+if ((${#GPU_TEST_TARGETS[@]} > 0)); then
+  DETAIL="${GPU_TEST_TARGETS[*]}"
+  run build_gpu_tests "$OUT/build.log" "$(cap 90 160)" \
+    ninja -C "$BUILD" -j "$JOBS" -k 0 "${GPU_TEST_TARGETS[@]}"
+else
+  record build_gpu_tests "SKIPPED" 0 "no gpu test targets (CUDA not found at configure?)"
+fi
+MAKE_MODEL=$BUILD/src/tools/strata-make-model
+BENCH=$BUILD/bench/strata-bench-gpu
+
+# ---- 2. gpu-labelled tests: cap 75 s ------------------------------------------------------
+# -j 16: each test is its own process with its own CUDA context start.
+if ((HAVE_GPU == 0)); then
+  no_device gpu_tests
+else
+  DETAIL="$(cd "$BUILD" && ctest -N -L gpu 2>/dev/null | tail -n 1)"
+  run gpu_tests "$OUT/gpu_tests.log" "$(cap 75 150)" \
+    ctest --test-dir "$BUILD" -L gpu --timeout 60 --output-on-failure -j 16
+  ROWS[-1]="${ROWS[-1]% |} $(grep -E 'tests passed' "$OUT/gpu_tests.log" | tail -n 1) |"
+fi
+
+# make_model NAME FTYPE CAP RESERVE: writes $MODEL_DIR/strata-check-NAME.gguf.
+make_model() {
+  local name=$1 ftype=$2 limit=$3 reserve=$4 path=$MODEL_DIR/strata-check-$1.gguf
+  local free_kb
+  free_kb=$(df -Pk "$MODEL_DIR" | awk 'NR==2 {print $4}')
+  DETAIL="$path; $((free_kb / 1048576)) GiB free before"
+  run "make_model_$name" "$OUT/make_model.log" "$(cap "$limit" "$reserve")" \
+    "$MAKE_MODEL" "${MODEL_FLAGS[@]}" --ftype "$ftype" --seed 1 --out "$path"
+}
+
+# bench NAME TAG CAP RESERVE FLAGS...: strata-bench-gpu; JSON lines go to results.json.
+bench() {
+  local name=$1 limit=$2 reserve=$3
+  shift 3
+  if ((HAVE_GPU == 0)); then
+    no_device "bench_gpu_$name"
+    return
+  fi
+  local mark
+  mark=$(wc -l <"$OUT/bench_gpu.log")
+  run "bench_gpu_$name" "$OUT/bench_gpu.log" "$(cap "$limit" "$reserve")" "$BENCH" "$@"
+  tail -n +"$((mark + 1))" "$OUT/bench_gpu.log" | grep '^{' |
+    sed "s/^{/{\"run\":\"bench_gpu_$name\",/" >>"$RESULTS"
+}
+
+# ---- 3. the 8B Q4_K model: cap 60 s (about 5 GB) ------------------------------------------
+Q4=$MODEL_DIR/strata-check-q4_k.gguf
+make_model q4_k q4_k 60 130
+
+# ---- 4. strata-bench-gpu on it: cap 120 s -------------------------------------------------
+bench q4_k 120 60 --model "$Q4" --copy-mib 2048 --attn-seqs 32,64,128 \
+  --decode-batches 1,8,32,128 --decode-context 512 --prefill-tokens 2048 --prefill-batch 4
+
+# ---- 5. transformers peer: cap 90 s, only when torch and transformers import --------------
+if ((HAVE_GPU == 0)); then
+  no_device transformers_peer
+elif [[ -n "$PY" ]] && timeout 30 "$PY" -c "import torch, transformers" >>"$OUT/peer.log" 2>&1; then
+  mark=$(wc -l <"$OUT/peer.log")
+  run transformers_peer "$OUT/peer.log" "$(cap 90 0)" \
+    "$PY" "$ROOT/bench/gpu/transformers_peer.py" --batches 1,8,32,128 --context 512 \
+    --prefill-tokens 2048
+  tail -n +"$((mark + 1))" "$OUT/peer.log" | grep '^{' |
+    sed 's/^{/{"run":"transformers_peer",/' >>"$RESULTS"
+else
+  record transformers_peer "SKIPPED" 0 "${PY:-no python}: cannot import torch and transformers"
+fi
+
+# ---- 6. F16 model + bench, only with >= 150 s left (16 GB to write, then to upload) --------
+rm -f "$Q4"
+if ((HAVE_GPU == 0)); then
+  no_device "make_model_f16 + bench_gpu_f16"
+elif (($(left) >= 150)); then
+  F16=$MODEL_DIR/strata-check-f16.gguf
+  if make_model f16 f16 70 60; then
+    bench f16 "$(cap 120 0)" 0 --model "$F16" --copy-mib 1024 --attn-seqs 128 \
+      --decode-batches 1,32 --decode-context 512 --prefill-tokens 2048 --prefill-batch 1
+  fi
+  rm -f "$F16"
+else
+  record "make_model_f16 + bench_gpu_f16" "SKIPPED" 0 "under 150 s left"
+fi
+
+# ---- 7. the table, LAST ---------------------------------------------------------------------
+{
+  echo "## Strata GPU check ($(date -u +%Y-%m-%dT%H:%MZ), $((SECONDS - START)) s of ${BUDGET} s)"
+  echo
+  if ((HAVE_GPU)); then
+    echo "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+  else
+    echo "device: none (no device)"
+  fi
+  echo
+  echo "| step | status | seconds | detail |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+  # Each program's own table: the '|' lines of its last run in its log.
+  section() {
+    local title=$1 marker=$2 log=$3 rows
+    rows=$(awk -v want="$marker" 'index($0, want) == 1 {keep = 1; n = 0; next}
+      /^== / {keep = 0} keep && /^\|/ {rows[n++] = $0} END {for (i = 0; i < n; i++) print rows[i]}' \
+      "$log")
+    [[ -n "$rows" ]] && printf '\n### %s\n\n%s\n' "$title" "$rows"
+    return 0
+  }
+  section "strata-bench-gpu (8B-shaped, Q4_K)" "== bench_gpu_q4_k " "$OUT/bench_gpu.log"
+  section "strata-bench-gpu (8B-shaped, F16)" "== bench_gpu_f16 " "$OUT/bench_gpu.log"
+  section "transformers peer (8B-shaped, bf16, eager PyTorch)" "== transformers_peer " \
+    "$OUT/peer.log"
+} >"$TABLE"
+cat "$TABLE"

@@ -21,7 +21,9 @@ TEST(GraphBucket, BatchRunsInTheSmallestBucketThatHoldsIt) {
     const int i = GraphBucketIndex(n);
     ASSERT_GE(i, 0) << n;
     EXPECT_GE(kGraphBuckets[i], n);
-    if (i > 0) EXPECT_LT(kGraphBuckets[i - 1], n);
+    if (i > 0) {
+      EXPECT_LT(kGraphBuckets[i - 1], n);
+    }
   }
 }
 

@@ -74,8 +74,8 @@ std::vector<uint8_t> RandomBlocks(model::GgmlType type, int64_t blocks, uint32_t
 
 TEST(DequantizeToF16Kernel, EqualsTheCpuDequantizerRoundedToFp16) {
   STRATA_SKIP_WITHOUT_CUDA_DEVICE();
-  for (model::GgmlType type : {model::GgmlType::kQ8_0, model::GgmlType::kQ4_K,
-                               model::GgmlType::kQ6_K}) {
+  for (model::GgmlType type :
+       {model::GgmlType::kQ8_0, model::GgmlType::kQ4_K, model::GgmlType::kQ6_K}) {
     const model::GgmlTypeTraits traits = model::TraitsOf(type);
     for (int64_t blocks : {1, 7, 97, 1025}) {
       const std::vector<uint8_t> src = RandomBlocks(type, blocks, static_cast<uint32_t>(blocks));
@@ -106,11 +106,10 @@ TEST(DequantizeToF16Kernel, RefusesPartialBlocksAndUnknownTypesWithoutLaunching)
   EXPECT_EQ(LaunchDequantizeToF16(src, DequantizeType::kQ8_0, dst, 48, nullptr), kInvalid);
   EXPECT_EQ(LaunchDequantizeToF16(src, DequantizeType::kQ4_K, dst, 128, nullptr), kInvalid);
   EXPECT_EQ(LaunchDequantizeToF16(src, DequantizeType::kQ6_K, dst, -256, nullptr), kInvalid);
-  EXPECT_EQ(LaunchDequantizeToF16(src, static_cast<DequantizeType>(2), dst, 32, nullptr),
-            kInvalid);
+  EXPECT_EQ(LaunchDequantizeToF16(src, static_cast<DequantizeType>(2), dst, 32, nullptr), kInvalid);
   EXPECT_EQ(LaunchDequantizeToF16(nullptr, DequantizeType::kQ8_0, dst, 32, nullptr), kInvalid);
-  EXPECT_EQ(LaunchDequantizeToF16(src, DequantizeType::kQ8_0,
-                                  reinterpret_cast<uint8_t*>(dst) + 1, 32, nullptr),
+  EXPECT_EQ(LaunchDequantizeToF16(src, DequantizeType::kQ8_0, reinterpret_cast<uint8_t*>(dst) + 1,
+                                  32, nullptr),
             kInvalid);
   EXPECT_EQ(LaunchDequantizeToF16(src, DequantizeType::kQ8_0, dst, 0, nullptr), 0);
 }

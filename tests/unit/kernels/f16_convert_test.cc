@@ -48,7 +48,8 @@ TEST(SplitToF16Kernel, HiAndLoAreTheRoundedValueAndItsRoundedRemainder) {
       const double sum = static_cast<double>(model::Fp16ToFloat(hi[i])) +
                          static_cast<double>(model::Fp16ToFloat(lo[i]));
       const double err = std::fabs(sum - static_cast<double>(x[i]));
-      const double bound = std::ldexp(std::fabs(static_cast<double>(x[i])), -21) + std::ldexp(1.0, -25);
+      const double bound =
+          std::ldexp(std::fabs(static_cast<double>(x[i])), -21) + std::ldexp(1.0, -25);
       worst = std::max(worst, err / bound);
       ASSERT_LE(err, bound) << "n=" << n << " element " << i << " x=" << x[i] << " sum=" << sum;
     }

@@ -22,24 +22,26 @@
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/common/mapped_file.h"
 #include "strata/model/gguf_file.h"
+#include "unit/backend_cuda/greedy_driver.h"
+#include "unit/backend_cuda/model_cases.h"
 #include "unit/backend_cuda/synthetic_model.h"
 
 namespace strata::backend::cuda {
 namespace {
 
 using model::GgmlType;
+using testing::ArgMax;
+using testing::CaseName;
+using testing::Cases;
+using testing::kBlocksPerSequence;
+using testing::MakeSequences;
+using testing::ModelCase;
+using testing::Seq;
 
 constexpr double kExactTolerance = 1e-3;
 constexpr double kFp16WeightTolerance = 3e-2;
 constexpr int32_t kBlockSize = 4;
 constexpr int64_t kKvBudget = int64_t{8} << 20;
-constexpr int64_t kBlocksPerSequence = 40;  // 160 positions, more than any test's context
-
-struct ModelCase {
-  std::string name;
-  testing::SyntheticSpec spec;
-  bool graphs = true;
-};
 
 struct Backends {
   std::vector<uint8_t> bytes;  // mapped by `file`
@@ -74,10 +76,6 @@ std::unique_ptr<Backends> MakeBackends(const ModelCase& c) {
   return b;
 }
 
-int32_t ArgMax(const float* row, int64_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
-
 // max |got - want| / max(1, max |want|), with the index of the worst element.
 double RelativeDiff(const std::vector<float>& got, const std::vector<float>& want, size_t* worst) {
   double scale = 1.0;
@@ -94,34 +92,6 @@ double RelativeDiff(const std::vector<float>& got, const std::vector<float>& wan
   return diff / scale;
 }
 
-struct Seq {
-  std::vector<int32_t> tokens;  // prompt, then generated tokens
-  int64_t prompt_len = 0;
-  int64_t computed = 0;  // tokens whose KV is written
-  int64_t chunk = 0;     // prompt tokens per prefill chunk
-  int64_t first_step = 0;
-  int generated = 0;
-  std::vector<kv::BlockId> blocks;
-};
-
-std::vector<Seq> MakeSequences(const std::vector<int64_t>& prompt_lens,
-                               const std::vector<int64_t>& chunks, int64_t vocab) {
-  std::vector<Seq> seqs(prompt_lens.size());
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    Seq& q = seqs[s];
-    q.prompt_len = prompt_lens[s];
-    for (int64_t k = 0; k < q.prompt_len; ++k) {
-      q.tokens.push_back(static_cast<int32_t>((s * 31 + k * 7 + 1) % vocab));
-    }
-    q.chunk = chunks[s % chunks.size()];
-    q.first_step = static_cast<int64_t>(s);
-    for (int64_t i = 0; i < kBlocksPerSequence; ++i) {
-      q.blocks.push_back(static_cast<kv::BlockId>(s * kBlocksPerSequence + i));
-    }
-  }
-  return seqs;
-}
-
 // Runs steps until every sequence has generated `steps` tokens: prompts in chunks (staggered
 // by one step per sequence), then decodes, mixed in the same batches. Both backends get the
 // same batches; the CPU's greedy token is appended. Checks the logits of every step against
@@ -132,25 +102,8 @@ void DriveAndCompare(Backends& b, std::vector<Seq> seqs, int steps, double toler
   double worst_diff = 0.0;
   int token_mismatches = 0;
   for (int64_t step = 0;; ++step) {
-    Batch batch;
     std::vector<size_t> owners;  // sequence of each slice
-    for (size_t s = 0; s < seqs.size(); ++s) {
-      Seq& q = seqs[s];
-      if (q.generated >= steps || step < q.first_step) continue;
-      SequenceSlice slice;
-      if (q.computed < q.prompt_len) {
-        const int64_t n = std::min(q.chunk, q.prompt_len - q.computed);
-        slice.tokens = std::span<const int32_t>(q.tokens.data() + q.computed, n);
-        slice.logits = q.computed + n == q.prompt_len ? LogitsWanted::kLast : LogitsWanted::kNone;
-      } else {
-        slice.tokens = std::span<const int32_t>(q.tokens.data() + q.computed, 1);
-        slice.logits = LogitsWanted::kLast;
-      }
-      slice.start_pos = q.computed;
-      slice.block_ids = q.blocks;
-      batch.sequences.push_back(slice);
-      owners.push_back(s);
-    }
+    const Batch batch = NextBatch(seqs, step, steps, &owners);
     if (batch.sequences.empty()) break;
     std::vector<float> want;
     std::vector<float> got;
@@ -167,20 +120,17 @@ void DriveAndCompare(Backends& b, std::vector<Seq> seqs, int steps, double toler
                                << got[worst] << " cpu " << want[worst];
     int64_t row = 0;
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
-      Seq& q = seqs[owners[i]];
-      q.computed += static_cast<int64_t>(batch.sequences[i].tokens.size());
       if (batch.sequences[i].logits == LogitsWanted::kNone) continue;
       const int32_t cpu_token = ArgMax(want.data() + row * vocab, vocab);
       const int32_t gpu_token = ArgMax(got.data() + row * vocab, vocab);
       if (cpu_token != gpu_token) ++token_mismatches;
       if (same_tokens) {
-        ASSERT_EQ(gpu_token, cpu_token)
-            << what << " step " << step << " sequence " << owners[i] << " token " << q.generated;
+        ASSERT_EQ(gpu_token, cpu_token) << what << " step " << step << " sequence " << owners[i]
+                                        << " token " << seqs[owners[i]].generated;
       }
-      q.tokens.push_back(cpu_token);
-      ++q.generated;
       ++row;
     }
+    Advance(batch, owners, want, vocab, &seqs);
   }
   ::testing::Test::RecordProperty("worst_relative_logit_diff", std::to_string(worst_diff));
   ::testing::Test::RecordProperty("greedy_token_mismatches", token_mismatches);
@@ -209,13 +159,8 @@ TEST_P(CudaBackendVsCpu, GreedyTokensMatchOver64StepsWithMixedBatches) {
 // (graph bucket 32), which take the cuBLAS paths. Token choices are the CPU's.
 TEST_P(CudaBackendVsCpu, LogitsMatchForLargeBatches) {
   const int64_t vocab = backends_->cpu->config().vocab_size;
-  std::vector<int64_t> lens;
-  for (int s = 0; s < 20; ++s) lens.push_back(3 + (s * 7) % 29);
-  std::vector<Seq> seqs = MakeSequences(lens, {64}, vocab);
-  for (Seq& q : seqs) q.first_step = 0;  // every prompt in the first step
-  const bool quantized = GetParam().spec.weight_type != GgmlType::kF32 &&
-                         GetParam().spec.weight_type != GgmlType::kF16;
-  DriveAndCompare(*backends_, std::move(seqs), 8,
+  const bool quantized = testing::IsQuantized(GetParam().spec.weight_type);
+  DriveAndCompare(*backends_, testing::WideSequences(vocab), 8,
                   quantized ? kFp16WeightTolerance : kExactTolerance,
                   /*same_tokens=*/!quantized, GetParam().name);
 }
@@ -236,8 +181,7 @@ TEST_P(CudaBackendVsCpu, AllRowsOfAPrefillMatch) {
   ASSERT_EQ(got.size(), static_cast<size_t>(13 * vocab));
   ASSERT_EQ(want.size(), got.size());
   size_t worst = 0;
-  const bool quantized = GetParam().spec.weight_type != GgmlType::kF32 &&
-                         GetParam().spec.weight_type != GgmlType::kF16;
+  const bool quantized = testing::IsQuantized(GetParam().spec.weight_type);
   // 20 tokens: quantized weights take the fp16 cuBLAS path.
   EXPECT_LE(RelativeDiff(got, want, &worst), quantized ? kFp16WeightTolerance : kExactTolerance)
       << "worst logit " << worst << ": gpu " << got[worst] << " cpu " << want[worst];
@@ -304,46 +248,6 @@ TEST_P(CudaBackendVsCpu, ReportsItsKvPoolAndMemory) {
   EXPECT_EQ(g.kv_bytes(), kv.num_blocks * kv.bytes_per_block);
   EXPECT_GT(g.weight_bytes(), 0);
   EXPECT_EQ(c.vocab_size, backends_->cpu->config().vocab_size);
-}
-
-std::vector<ModelCase> Cases() {
-  std::vector<ModelCase> cases;
-  for (bool graphs : {true, false}) {
-    const std::string suffix = graphs ? "_graphs" : "_eager";
-    for (GgmlType t :
-         {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-      ModelCase c;
-      c.spec.weight_type = t;
-      c.spec.seed = 7 + static_cast<uint32_t>(t);
-      c.graphs = graphs;
-      c.name = "llama_" + std::string(model::GgmlTypeName(t)) + suffix;
-      cases.push_back(c);
-    }
-    for (GgmlType t : {GgmlType::kF16, GgmlType::kQ4_K}) {
-      // Gemma 3: sliding-window layers (0 and 1; 2 is global), q/k norms, post norms, GeGLU,
-      // embedding scale, a tied output and a soft-cap.
-      ModelCase c;
-      c.spec.arch = "gemma3";
-      c.spec.weight_type = t;
-      c.spec.layers = 3;
-      c.spec.sliding_window = 8;
-      c.spec.softcap = 5.0f;
-      c.spec.tied_output = true;
-      c.spec.seed = 99 + static_cast<uint32_t>(t);
-      c.graphs = graphs;
-      c.name = "gemma3_" + std::string(model::GgmlTypeName(t)) + suffix;
-      cases.push_back(c);
-    }
-  }
-  return cases;
-}
-
-std::string CaseName(const ::testing::TestParamInfo<ModelCase>& info) {
-  std::string name = info.param.name;
-  for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendVsCpu, ::testing::ValuesIn(Cases()), CaseName);

@@ -105,6 +105,8 @@ struct CudaBackend::Impl {
   Status ForwardEager(const Batch& batch, const StepShape& shape, std::vector<float>* logits);
   Status ForwardGraph(const Batch& batch, const StepShape& shape, int bucket,
                       std::vector<float>* logits);
+  // Captures `run` (enqueued as RunModel does) into an instantiated graph.
+  Status CaptureGraph(const StepRun& run, GraphExec* exec);
   Status EnsureEagerCapacity(const StepShape& shape, int64_t input_bytes, int64_t ws_bytes);
 };
 

@@ -128,6 +128,29 @@ Status CudaBackend::Impl::ForwardEager(const Batch& batch, const StepShape& shap
   return OkStatus();
 }
 
+Status CudaBackend::Impl::CaptureGraph(const StepRun& run, GraphExec* exec) {
+  cudaStream_t s = stream.get();
+  // Thread-local mode: only this thread's unsafe calls (none here: nothing allocates or
+  // synchronizes inside RunModel) would break the capture; other threads are unaffected.
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const Status captured = RunModel(run);
+  cudaGraph_t graph = nullptr;
+  // End the capture whatever happened, so the stream leaves capture mode.
+  const cudaError_t end = cudaStreamEndCapture(s, &graph);
+  if (!captured.ok() || end != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // an invalidated capture's error is reported here, not by a later call
+    if (!captured.ok()) return captured.WithContext("capturing a decode graph");
+    return CudaStatus(end, "cudaStreamEndCapture");
+  }
+  cudaGraphExec_t instance = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&instance, graph, 0);
+  cudaGraphDestroy(graph);
+  STRATA_CUDA_RETURN_IF_ERROR(inst);
+  *exec = GraphExec(instance);
+  return OkStatus();
+}
+
 Status CudaBackend::Impl::ForwardGraph(const Batch& batch, const StepShape& shape, int bucket,
                                        std::vector<float>* logits) {
   const model::ModelConfig& c = config;
@@ -138,12 +161,19 @@ Status CudaBackend::Impl::ForwardGraph(const Batch& batch, const StepShape& shap
   STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
       graph_inputs.get(), graph_host.data(), static_cast<size_t>(used), cudaMemcpyHostToDevice, s));
 
-  if (!graphs[bucket]) {
-    // Capture once per bucket. Everything the captured kernels read lives at fixed addresses
-    // (graph_act, graph_inputs, graph_logits, the fixed attention plan and workspace, weights,
-    // the KV pool, the dequantization and cuBLAS workspaces); only the contents of graph_inputs
-    // change between replays, written by the copy above, which precedes the launch in stream
-    // order.
+  if (graphs[bucket]) {
+    STRATA_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs[bucket].get(), s));
+  } else {
+    // First step in this bucket: run it eagerly over the graph buffers (this step's result),
+    // then capture the same work once. Running first means every kernel and cuBLAS path the
+    // capture records has been loaded and launched before (module lazy loading and cuBLAS's
+    // first-call setup then never happen inside a capture); the capture itself executes
+    // nothing, so the step is computed once.
+    //
+    // Everything the captured kernels read lives at fixed addresses (graph_act, graph_inputs,
+    // graph_logits, the fixed attention plan and workspace, the weights, the KV pool, the
+    // dequantization and cuBLAS workspaces); only the contents of graph_inputs change between
+    // replays, written by the copy above, which precedes the launch in stream order.
     const RowRun all{0, 0, padded};
     StepRun run;
     run.act = &graph_act;
@@ -155,24 +185,9 @@ Status CudaBackend::Impl::ForwardGraph(const Batch& batch, const StepShape& shap
     run.runs = std::span<const RowRun>(&all, 1);
     run.num_rows = padded;
     run.logits = graph_logits.as<float>();
-    STRATA_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    const Status captured = RunModel(run);
-    cudaGraph_t graph = nullptr;
-    // End the capture whatever happened, so the stream is usable again.
-    const cudaError_t end = cudaStreamEndCapture(s, &graph);
-    if (!captured.ok() || end != cudaSuccess) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      cudaGetLastError();  // a failed capture's error is reported here, not by the next call
-      if (!captured.ok()) return captured.WithContext("capturing the decode graph");
-      return CudaStatus(end, "cudaStreamEndCapture");
-    }
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    STRATA_CUDA_RETURN_IF_ERROR(inst);
-    graphs[bucket] = GraphExec(exec);
+    STRATA_RETURN_IF_ERROR(RunModel(run));
+    STRATA_RETURN_IF_ERROR(CaptureGraph(run, &graphs[bucket]));
   }
-  STRATA_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs[bucket].get(), s));
 
   logits->resize(static_cast<size_t>(shape.num_rows * c.vocab_size));
   STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), graph_logits.get(),

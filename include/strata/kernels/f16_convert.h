@@ -13,8 +13,8 @@ namespace strata::kernels {
 //   hi[i] = fp16(x[i]),  lo[i] = fp16(x[i] - float(hi[i]))     (round to nearest even)
 // x - float(hi) is exact in fp32 (Sterbenz), so hi + lo differs from x by at most 2^-11 ulp of
 // hi's fp16 rounding error, i.e. about 2^-22 |x| (less precise only where lo falls into fp16's
-// subnormal range, |x - hi| < 2^-14, an absolute error below 2^-25). |x| > 65504 gives
-// hi = +-inf.
+// subnormal range, |x - hi| < 2^-14, an absolute error below 2^-25). |x| >= 65520 overflows:
+// hi = +-inf and lo = -+inf (a GEMM over them gives NaN), so this suits activations only.
 //
 // x: [n] fp32; hi: [n] fp16 (IEEE binary16 bits), 2-byte aligned; lo: [n] fp16 or nullptr (only
 // hi is written: a plain conversion). n >= 0 (0: nothing to do).

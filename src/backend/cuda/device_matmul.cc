@@ -47,20 +47,34 @@ Status Gemm(cublasHandle_t handle, const void* a, cudaDataType_t ab_type, const 
 
 }  // namespace
 
+MatMulPath ChooseMatMulPath(model::GgmlType type, int64_t tokens) {
+  if (IsDeviceQuantized(type)) {
+    return tokens <= kQuantMatMulMaxTokens ? MatMulPath::kQuantizedKernel
+                                           : MatMulPath::kDequantF16Gemm;
+  }
+  if (type == GgmlType::kF16) return MatMulPath::kSplitF16Gemm;
+  if (type == GgmlType::kF32) return MatMulPath::kF32Gemm;
+  return MatMulPath::kUnsupported;
+}
+
 Status MatMul(const MatMulContext& ctx, const DeviceMatrix& w, const float* x, int64_t tokens,
               float* y, int64_t ldy) {
   if (tokens <= 0) return OkStatus();
-  const bool quantized = IsDeviceQuantized(w.type);
-  if (quantized && tokens <= kQuantMatMulMaxTokens) {
-    return CudaStatus(QuantMatMul(w, x, tokens, y, ldy, ctx.stream), "quantized matmul " + w.name);
-  }
-  if (w.type == GgmlType::kF32) {
-    return Gemm(ctx.cublas, w.data, CUDA_R_32F, x, w.rows, w.cols, tokens, y, ldy, 0.0f, w.name);
-  }
-  if (!quantized && w.type != GgmlType::kF16) {
-    return InternalError("matrix " + w.name + " has a type the device matmul cannot read");
+  const MatMulPath path = ChooseMatMulPath(w.type, tokens);
+  switch (path) {
+    case MatMulPath::kQuantizedKernel:
+      return CudaStatus(QuantMatMul(w, x, tokens, y, ldy, ctx.stream),
+                        "quantized matmul " + w.name);
+    case MatMulPath::kF32Gemm:
+      return Gemm(ctx.cublas, w.data, CUDA_R_32F, x, w.rows, w.cols, tokens, y, ldy, 0.0f, w.name);
+    case MatMulPath::kUnsupported:
+      return InternalError("matrix " + w.name + " has a type the device matmul cannot read");
+    case MatMulPath::kDequantF16Gemm:
+    case MatMulPath::kSplitF16Gemm:
+      break;
   }
 
+  const bool quantized = path == MatMulPath::kDequantF16Gemm;
   const void* a = w.data;
   if (quantized) {
     if (w.rows * w.cols > ctx.dequant_f16_elements) {
@@ -72,7 +86,7 @@ Status MatMul(const MatMulContext& ctx, const DeviceMatrix& w, const float* x, i
         "dequantize " + w.name + " to fp16"));
     a = ctx.dequant_f16;
   }
-  const bool split = !quantized;
+  const bool split = path == MatMulPath::kSplitF16Gemm;
   const int64_t n = tokens * w.cols;
   if ((split ? 2 : 1) * n > ctx.x_f16_elements) {
     return InternalError("the fp16 activation scratch is too small for " + w.name);

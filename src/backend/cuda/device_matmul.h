@@ -33,6 +33,16 @@ namespace strata::backend::cuda {
 // less than repeated passes).
 inline constexpr int64_t kQuantMatMulMaxTokens = 16;
 
+// How MatMul multiplies a matrix of `type` (a device format) by `tokens` activation rows.
+enum class MatMulPath {
+  kQuantizedKernel,  // quant_matmul, fp32 activations
+  kDequantF16Gemm,   // dequantize to fp16, fp16 activations, cuBLAS
+  kSplitF16Gemm,     // fp16 weights, activations as fp16 hi + lo, two cuBLAS GEMMs
+  kF32Gemm,          // cuBLAS fp32
+  kUnsupported,      // not a device format
+};
+MatMulPath ChooseMatMulPath(model::GgmlType type, int64_t tokens);
+
 struct MatMulContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;

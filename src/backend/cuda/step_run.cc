@@ -41,8 +41,6 @@ Status CudaBackend::Impl::Validate(const Batch& batch) const {
       }
     }
   }
-  // Two tokens of a step must not share a KV slot (the write order would be unspecified); the
-  // CPU backend gets away with it because it writes in token order, so it is not refused.
   return OkStatus();
 }
 

@@ -8,16 +8,18 @@
 
 namespace strata::kernels {
 
-// Splits fp32 values into a high and a low fp16 part, so that an fp16 GEMM run on both (and
-// summed in fp32) sees the activations with about 22 significant bits instead of 11:
-//   hi[i] = fp16(x[i]),  lo[i] = fp16(x[i] - float(hi[i]))     (round to nearest even)
-// x - float(hi) is exact in fp32 (Sterbenz), so hi + lo differs from x by at most 2^-11 ulp of
-// hi's fp16 rounding error, i.e. about 2^-22 |x| (less precise only where lo falls into fp16's
-// subnormal range, |x - hi| < 2^-14, an absolute error below 2^-25). |x| >= 65520 overflows:
-// hi = +-inf and lo = -+inf (a GEMM over them gives NaN), so this suits activations only.
+// Splits scaled fp32 values into a high and a low fp16 part, so that an fp16 GEMM run on both
+// (and summed in fp32) sees the activations with about 22 significant bits instead of 11:
+//   v = x[i] * scale,  hi[i] = fp16(v),  lo[i] = fp16(v - float(hi[i]))   (round to nearest even)
+// `scale` must be a power of two (so v is exact unless it underflows); the GEMM multiplies by
+// 1 / scale (alpha) to undo it. A scale below 1 widens the range: fp16 overflows at 65520, so
+// |x| up to 65504 / scale converts finitely, while where hi or lo falls below 2^-14 (fp16's
+// subnormals) the error in x is absolute, at most 2^-25 / scale. Otherwise v - float(hi) is
+// exact in fp32 (Sterbenz) and hi + lo differs from v by at most 2^-22 |v| (hi alone: 2^-11).
+// |v| >= 65520 overflows: hi = +-inf and lo = -+inf (a GEMM over them gives NaN).
 //
 // x: [n] fp32; hi: [n] fp16 (IEEE binary16 bits), 2-byte aligned; lo: [n] fp16 or nullptr (only
-// hi is written: a plain conversion). n >= 0 (0: nothing to do).
-int LaunchSplitToF16(const float* x, int64_t n, void* hi, void* lo, void* stream);
+// hi is written: a plain conversion). n >= 0 (0: nothing to do); scale > 0 and finite.
+int LaunchSplitToF16(const float* x, int64_t n, float scale, void* hi, void* lo, void* stream);
 
 }  // namespace strata::kernels

@@ -31,12 +31,11 @@ int QuantMatMul(const DeviceMatrix& w, const float* x, int64_t tokens, float* y,
 // major: A row-major [rows, cols] is column-major [cols, rows] (lda = cols), so
 // C^T[rows, tokens] = op_T(A) [rows, cols] * B^T [cols, tokens] with B^T column-major, ldb = cols.
 Status Gemm(cublasHandle_t handle, const void* a, cudaDataType_t ab_type, const void* b,
-            int64_t rows, int64_t cols, int64_t tokens, float* c, int64_t ldc, float beta,
-            const std::string& name) {
+            int64_t rows, int64_t cols, int64_t tokens, float* c, int64_t ldc, float alpha,
+            float beta, const std::string& name) {
   if (rows > INT_MAX || cols > INT_MAX || tokens > INT_MAX || ldc > INT_MAX) {
     return InternalError("matrix " + name + " is too large for one cuBLAS call");
   }
-  const float alpha = 1.0f;
   const cublasStatus_t st =
       cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
                    static_cast<int>(tokens), static_cast<int>(cols), &alpha, a, ab_type,
@@ -66,7 +65,8 @@ Status MatMul(const MatMulContext& ctx, const DeviceMatrix& w, const float* x, i
       return CudaStatus(QuantMatMul(w, x, tokens, y, ldy, ctx.stream),
                         "quantized matmul " + w.name);
     case MatMulPath::kF32Gemm:
-      return Gemm(ctx.cublas, w.data, CUDA_R_32F, x, w.rows, w.cols, tokens, y, ldy, 0.0f, w.name);
+      return Gemm(ctx.cublas, w.data, CUDA_R_32F, x, w.rows, w.cols, tokens, y, ldy, 1.0f, 0.0f,
+                  w.name);
     case MatMulPath::kUnsupported:
       return InternalError("matrix " + w.name + " has a type the device matmul cannot read");
     case MatMulPath::kDequantF16Gemm:
@@ -91,15 +91,17 @@ Status MatMul(const MatMulContext& ctx, const DeviceMatrix& w, const float* x, i
   if ((split ? 2 : 1) * n > ctx.x_f16_elements) {
     return InternalError("the fp16 activation scratch is too small for " + w.name);
   }
+  constexpr float kUnscale = 1.0f / kF16ActivationScale;
   auto* hi = static_cast<uint16_t*>(ctx.x_f16);
   uint16_t* lo = split ? hi + n : nullptr;
-  STRATA_RETURN_IF_ERROR(CudaStatus(kernels::LaunchSplitToF16(x, n, hi, lo, ctx.stream),
-                                    "fp16 conversion for " + w.name));
   STRATA_RETURN_IF_ERROR(
-      Gemm(ctx.cublas, a, CUDA_R_16F, hi, w.rows, w.cols, tokens, y, ldy, 0.0f, w.name));
+      CudaStatus(kernels::LaunchSplitToF16(x, n, kF16ActivationScale, hi, lo, ctx.stream),
+                 "fp16 conversion for " + w.name));
+  STRATA_RETURN_IF_ERROR(
+      Gemm(ctx.cublas, a, CUDA_R_16F, hi, w.rows, w.cols, tokens, y, ldy, kUnscale, 0.0f, w.name));
   if (split) {
-    STRATA_RETURN_IF_ERROR(
-        Gemm(ctx.cublas, a, CUDA_R_16F, lo, w.rows, w.cols, tokens, y, ldy, 1.0f, w.name));
+    STRATA_RETURN_IF_ERROR(Gemm(ctx.cublas, a, CUDA_R_16F, lo, w.rows, w.cols, tokens, y, ldy,
+                                kUnscale, 1.0f, w.name));
   }
   return OkStatus();
 }

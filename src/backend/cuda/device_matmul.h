@@ -15,6 +15,12 @@
 //       over fp32 copies of the weights would double weight memory and still round x to 10
 //       bits.)
 //   F32: cuBLAS fp32 GEMM (CUBLAS_COMPUTE_32F: no tf32), exact products like the CPU's.
+// Activations converted to fp16 are first multiplied by kF16ActivationScale (and the GEMM by its
+// inverse, both exact powers of two): fp16 overflows at 65504, and activations entering a
+// matmul can exceed that in some models (Gemma's are known to run large), where an unscaled
+// conversion would give inf and then NaN logits. With 1/64 the range reaches ~4e6, and values
+// below 2^-8 lose relative precision but keep an absolute error under 2e-6 — negligible in a
+// dot product over O(1) activations.
 // Everything is enqueued on ctx.stream; nothing allocates, so calls can be graph-captured.
 #pragma once
 
@@ -32,6 +38,8 @@ namespace strata::backend::cuda {
 // up to 16 tokens stream the weights once each; beyond that, one dequantization and a GEMM cost
 // less than repeated passes).
 inline constexpr int64_t kQuantMatMulMaxTokens = 16;
+
+inline constexpr float kF16ActivationScale = 1.0f / 64.0f;
 
 // How MatMul multiplies a matrix of `type` (a device format) by `tokens` activation rows.
 enum class MatMulPath {

@@ -113,7 +113,11 @@ Status CudaBackend::Impl::ForwardEager(const Batch& batch, const StepShape& shap
   run.runs = runs;
   run.num_rows = shape.num_rows;
   run.logits = eager_logits.as<float>();
-  STRATA_RETURN_IF_ERROR(RunModel(run));
+  if (Status st = RunModel(run); !st.ok()) {
+    // Let the pending input copy finish before the next step rewrites its pinned source.
+    cudaStreamSynchronize(s);
+    return st;
+  }
 
   logits->resize(static_cast<size_t>(shape.num_rows * c.vocab_size));
   if (shape.num_rows > 0) {
@@ -183,8 +187,12 @@ Status CudaBackend::Impl::ForwardGraph(const Batch& batch, const StepShape& shap
     run.runs = std::span<const RowRun>(&all, 1);
     run.num_rows = padded;
     run.logits = graph_logits.as<float>();
-    STRATA_RETURN_IF_ERROR(RunModel(run));
-    STRATA_RETURN_IF_ERROR(CaptureGraph(run, &graphs[bucket]));
+    Status st = RunModel(run);
+    if (st.ok()) st = CaptureGraph(run, &graphs[bucket]);
+    if (!st.ok()) {
+      cudaStreamSynchronize(s);  // as in ForwardEager: the pinned inputs may still be read
+      return st;
+    }
   }
 
   logits->resize(static_cast<size_t>(shape.num_rows * c.vocab_size));

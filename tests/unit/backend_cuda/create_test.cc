@@ -1,5 +1,6 @@
-// CudaBackend::Create's answers that need no device: bad options, unsupported models, and
-// UNAVAILABLE on a machine without one. They run on every machine.
+// CudaBackend::Create's answers. Bad options, unsupported models, and UNAVAILABLE on a machine
+// without a device need no device and run on every machine; the memory sizing tests need one.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,6 +80,42 @@ TEST(CudaBackendCreate, WithoutADeviceCreateIsUnavailable) {
   auto b = CudaBackend::Create(*m->file, {});
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kUnavailable) << b.status().ToString();
+}
+
+TEST(CudaBackendCreate, SizesTheKvPoolFromTheFreeMemoryFraction) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  auto m = Open({});
+  ASSERT_NE(m, nullptr);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  CudaBackendOptions options;
+  options.memory_fraction = 0.02;
+  options.block_size = 16;
+  auto b = CudaBackend::Create(*m->file, options);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const KvGeometry kv = (*b)->kv_geometry();
+  EXPECT_EQ(kv.block_size, 16);
+  EXPECT_GE(kv.num_blocks, 1);
+  EXPECT_EQ((*b)->kv_bytes(), kv.num_blocks * kv.bytes_per_block);
+  // At most the fraction of what was free (the workspaces come out of the same share).
+  EXPECT_LE(static_cast<double>((*b)->kv_bytes()), 0.02 * static_cast<double>(free_bytes));
+  EXPECT_GT((*b)->weight_bytes(), 0);
+}
+
+TEST(CudaBackendCreate, AKvBudgetBeyondTheDeviceIsFailedPrecondition) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  auto m = Open({});
+  ASSERT_NE(m, nullptr);
+  CudaBackendOptions options;
+  options.kv_budget_bytes = int64_t{1} << 50;  // a petabyte
+  auto b = CudaBackend::Create(*m->file, options);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kFailedPrecondition) << b.status().ToString();
+  // The failed allocation left no error behind: the next backend is created normally.
+  options.kv_budget_bytes = int64_t{1} << 20;
+  auto next = CudaBackend::Create(*m->file, options);
+  EXPECT_TRUE(next.ok()) << next.status().ToString();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct ModelCase {
   testing::SyntheticSpec spec;
   bool graphs = true;
 };
+
+// gtest prints a case by its name rather than its bytes.
+inline void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
 
 // Formats kept quantized on the device (their large batches take the fp16 cuBLAS path).
 inline bool IsQuantized(model::GgmlType t) {
@@ -37,6 +41,16 @@ inline std::vector<ModelCase> Cases() {
       c.spec.seed = 9 + static_cast<uint32_t>(t);
       c.graphs = graphs;
       c.name = "llama_" + std::string(model::GgmlTypeName(t)) + suffix;
+      cases.push_back(c);
+    }
+    {
+      // Qwen2: q/k/v biases and NeoX-style RoPE.
+      ModelCase c;
+      c.spec.arch = "qwen2";
+      c.spec.weight_type = model::GgmlType::kQ8_0;
+      c.spec.seed = 2;
+      c.graphs = graphs;
+      c.name = "qwen2_Q8_0" + suffix;
       cases.push_back(c);
     }
     for (model::GgmlType t : {model::GgmlType::kF16, model::GgmlType::kQ4_K}) {

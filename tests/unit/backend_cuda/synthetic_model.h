@@ -19,7 +19,7 @@
 namespace strata::backend::cuda::testing {
 
 struct SyntheticSpec {
-  std::string arch = "llama";  // "llama" or "gemma3"
+  std::string arch = "llama";  // "llama", "qwen2" (q/k/v biases, NeoX RoPE) or "gemma3"
   model::GgmlType weight_type = model::GgmlType::kF32;
   int64_t embd = 256;  // multiples of 256, so every K-quant fits
   int64_t heads = 4;
@@ -148,6 +148,14 @@ inline std::vector<uint8_t> BuildSyntheticModel(const SyntheticSpec& s) {
     matrix("ffn_gate.weight", s.ff, s.embd);
     matrix("ffn_up.weight", s.ff, s.embd);
     matrix("ffn_down.weight", s.embd, s.ff);
+    if (s.arch == "qwen2") {
+      auto bias = [&](const std::string& name, int64_t n) {
+        b.AddTensor(p + name, {u64(n)}, kF32, SyntheticVector(n, 0.0f, 0.5f, rng));
+      };
+      bias("attn_q.bias", s.heads * hd);
+      bias("attn_k.bias", s.kv_heads * hd);
+      bias("attn_v.bias", s.kv_heads * hd);
+    }
     if (gemma) {
       vec("attn_q_norm.weight", hd);
       vec("attn_k_norm.weight", hd);

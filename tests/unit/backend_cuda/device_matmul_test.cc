@@ -58,6 +58,9 @@ void CheckMatMul(const Shape& shape) {
   // Sentinels in the padding columns must survive.
   std::vector<float> y(shape.tokens * ldy, -7.0f);
   ASSERT_EQ(cudaMemcpy(d_y->get(), y.data(), y.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  // A pageable cudaMemcpy may return before its DMA lands, and MatMul runs on a non-blocking
+  // stream that does not wait for the legacy stream: wait for the copies here.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   DeviceMatrix m;
   m.name = "w";

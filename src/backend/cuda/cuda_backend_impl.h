@@ -34,7 +34,7 @@ struct Activations {
   DeviceBuffer o;      // [capacity, n_embd]
   DeviceBuffer gate;   // [capacity, n_ff]
   DeviceBuffer up;     // [capacity, n_ff]
-  DeviceBuffer x_f16;  // [2, capacity, max_cols] fp16 (MatMul's activation scratch)
+  DeviceBuffer x_f16;  // [2 * capacity * max_cols + 128] fp16 (MatMul's activation scratch)
 
   static int64_t BytesFor(const model::ModelConfig& c, int64_t max_cols, int64_t tokens);
   static StatusOr<Activations> Allocate(const model::ModelConfig& c, int64_t max_cols,

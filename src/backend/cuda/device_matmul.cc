@@ -88,12 +88,14 @@ Status MatMul(const MatMulContext& ctx, const DeviceMatrix& w, const float* x, i
   }
   const bool split = path == MatMulPath::kSplitF16Gemm;
   const int64_t n = tokens * w.cols;
-  if ((split ? 2 : 1) * n > ctx.x_f16_elements) {
+  // lo starts 256-byte aligned, like hi, so cuBLAS can use its vectorized kernels on both.
+  const int64_t lo_offset = (n + 127) / 128 * 128;
+  if ((split ? lo_offset + n : n) > ctx.x_f16_elements) {
     return InternalError("the fp16 activation scratch is too small for " + w.name);
   }
   constexpr float kUnscale = 1.0f / kF16ActivationScale;
   auto* hi = static_cast<uint16_t*>(ctx.x_f16);
-  uint16_t* lo = split ? hi + n : nullptr;
+  uint16_t* lo = split ? hi + lo_offset : nullptr;
   STRATA_RETURN_IF_ERROR(
       CudaStatus(kernels::LaunchSplitToF16(x, n, kF16ActivationScale, hi, lo, ctx.stream),
                  "fp16 conversion for " + w.name));

@@ -58,7 +58,8 @@ struct MatMulContext {
   // (may be null when no matrix is quantized). Shared by every call (stream-ordered).
   void* dequant_f16 = nullptr;
   int64_t dequant_f16_elements = 0;
-  // fp16 scratch for x: >= 2 * tokens * cols elements of the largest call (hi then lo).
+  // fp16 scratch for x: >= 2 * tokens * cols + 128 elements of the largest call (hi, then lo
+  // from the next multiple of 128 elements).
   void* x_f16 = nullptr;
   int64_t x_f16_elements = 0;
 };

@@ -20,7 +20,7 @@ int64_t Activations::BytesFor(const model::ModelConfig& c, int64_t max_cols, int
                                    c.n_kv_heads * (c.head_dim_k + c.head_dim_v) +
                                    c.n_heads * c.head_dim_v + 2 * c.n_ff);
   // Each buffer is rounded up to cudaMalloc's 256-byte granularity at most.
-  return floats * 4 + 2 * tokens * max_cols * 2 + 10 * 256;
+  return floats * 4 + (2 * tokens * max_cols + 128) * 2 + 10 * 256;
 }
 
 StatusOr<Activations> Activations::Allocate(const model::ModelConfig& c, int64_t max_cols,
@@ -40,7 +40,8 @@ StatusOr<Activations> Activations::Allocate(const model::ModelConfig& c, int64_t
   STRATA_RETURN_IF_ERROR(alloc(&a.o, c.n_embd, 4));
   STRATA_RETURN_IF_ERROR(alloc(&a.gate, c.n_ff, 4));
   STRATA_RETURN_IF_ERROR(alloc(&a.up, c.n_ff, 4));
-  STRATA_RETURN_IF_ERROR(alloc(&a.x_f16, 2 * max_cols, 2));
+  STRATA_ASSIGN_OR_RETURN(a.x_f16,
+                          DeviceBuffer::Allocate((2 * tokens * max_cols + 128) * 2, "activations"));
   return a;
 }
 

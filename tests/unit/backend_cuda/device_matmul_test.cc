@@ -51,7 +51,7 @@ void CheckMatMul(const Shape& shape) {
   auto d_x = DeviceBuffer::Allocate(static_cast<int64_t>(x.size() * 4), "x");
   auto d_y = DeviceBuffer::Allocate(shape.tokens * ldy * 4, "y");
   auto d_deq = DeviceBuffer::Allocate(shape.rows * shape.cols * 2, "dequant");
-  auto d_xf16 = DeviceBuffer::Allocate(2 * shape.tokens * shape.cols * 2, "x f16");
+  auto d_xf16 = DeviceBuffer::Allocate((2 * shape.tokens * shape.cols + 128) * 2, "x f16");
   ASSERT_TRUE(d_w.ok() && d_x.ok() && d_y.ok() && d_deq.ok() && d_xf16.ok());
   ASSERT_EQ(cudaMemcpy(d_w->get(), w.data(), w.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_x->get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
@@ -74,7 +74,7 @@ void CheckMatMul(const Shape& shape) {
   ctx.dequant_f16 = d_deq->get();
   ctx.dequant_f16_elements = shape.rows * shape.cols;
   ctx.x_f16 = d_xf16->get();
-  ctx.x_f16_elements = 2 * shape.tokens * shape.cols;
+  ctx.x_f16_elements = 2 * shape.tokens * shape.cols + 128;
   const Status s = MatMul(ctx, m, d_x->as<float>(), shape.tokens, d_y->as<float>(), ldy);
   ASSERT_TRUE(s.ok()) << what << ": " << s.ToString();
   ASSERT_EQ(cudaStreamSynchronize(stream->get()), cudaSuccess);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "block_decode.cuh"
 #include "launch_util.cuh"
 #include "strata/kernels/embedding.h"
 
@@ -49,55 +50,6 @@ __device__ __forceinline__ float DecodeF16(const uint8_t* row, int64_t c) {
   return detail::LoadFp16(row + 2 * c);
 }
 
-// x = d * q (dequantize_legacy.cc DequantizeQ8_0).
-__device__ __forceinline__ float DecodeQ8_0(const uint8_t* row, int64_t c) {
-  const uint8_t* block = row + (c / 32) * 34;
-  const float d = detail::LoadFp16(block);
-  const auto q = static_cast<int8_t>(block[2 + c % 32]);
-  return __fmul_rn(d, static_cast<float>(q));
-}
-
-// x = (d * sc) * q - dmin * m (dequantize_kquants.cc DequantizeQ4_K and its UnpackScaleMin).
-__device__ __forceinline__ float DecodeQ4_K(const uint8_t* row, int64_t c) {
-  const uint8_t* block = row + (c / 256) * 144;
-  const int e = static_cast<int>(c % 256);
-  const float d = detail::LoadFp16(block);
-  const float dmin = detail::LoadFp16(block + 2);
-  const uint8_t* s = block + 4;
-  const int sub = e / 32;
-  int sc = 0;
-  int mn = 0;
-  if (sub < 4) {
-    sc = s[sub] & 0x3f;
-    mn = s[sub + 4] & 0x3f;
-  } else {
-    const int j = sub - 4;
-    sc = (s[j + 8] & 0x0f) | ((s[j] >> 2) & 0x30);
-    mn = (s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30);
-  }
-  const uint8_t* qs = block + 16 + 32 * (sub / 2);
-  const int q = (qs[e % 32] >> (4 * (sub % 2))) & 0x0f;
-  const float ds = __fmul_rn(d, static_cast<float>(sc));
-  const float dm = __fmul_rn(dmin, static_cast<float>(mn));
-  return __fsub_rn(__fmul_rn(ds, static_cast<float>(q)), dm);
-}
-
-// x = (d * sc) * (q - 32) (dequantize_kquants.cc DequantizeQ6_K).
-__device__ __forceinline__ float DecodeQ6_K(const uint8_t* row, int64_t c) {
-  const uint8_t* block = row + (c / 256) * 210;
-  const int e = static_cast<int>(c % 256);
-  const uint8_t* ql = block;
-  const uint8_t* qh = block + 128;
-  const auto scale = static_cast<int8_t>(block[192 + e / 16]);
-  const float d = detail::LoadFp16(block + 208);
-  const int h = e / 128;
-  const int r = e % 128;
-  const int low = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
-  const int high = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
-  const float ds = __fmul_rn(d, static_cast<float>(scale));
-  return __fmul_rn(ds, static_cast<float>((low | (high << 4)) - 32));
-}
-
 template <EmbeddingType kType>
 __global__ void EmbeddingGatherKernel(const uint8_t* __restrict__ table, int64_t vocab_size,
                                       int64_t row_bytes, int64_t n,
@@ -117,9 +69,9 @@ __global__ void EmbeddingGatherKernel(const uint8_t* __restrict__ table, int64_t
       float v = 0.0f;
       if constexpr (kType == EmbeddingType::kF32) v = DecodeF32(row, c);
       if constexpr (kType == EmbeddingType::kF16) v = DecodeF16(row, c);
-      if constexpr (kType == EmbeddingType::kQ8_0) v = DecodeQ8_0(row, c);
-      if constexpr (kType == EmbeddingType::kQ4_K) v = DecodeQ4_K(row, c);
-      if constexpr (kType == EmbeddingType::kQ6_K) v = DecodeQ6_K(row, c);
+      if constexpr (kType == EmbeddingType::kQ8_0) v = detail::DecodeQ8_0(row, c);
+      if constexpr (kType == EmbeddingType::kQ4_K) v = detail::DecodeQ4_K(row, c);
+      if constexpr (kType == EmbeddingType::kQ6_K) v = detail::DecodeQ6_K(row, c);
       // The CPU skips ScaleInPlace for a scale of 1; so do we (keeps NaN payloads alike).
       o[c] = scale != 1.0f ? __fmul_rn(v, scale) : v;
     }

@@ -4,7 +4,25 @@
 // failures as Status, never aborts.
 //
 // Thread rules: one driving thread calls Forward (see Backend). The GgufFile passed to Create
-// may be closed once Create returns (the weights are copied to the device).
+// may be closed once Create returns (the weights are copied to the device). Forward makes
+// options.device current on the calling thread.
+//
+// Semantics are CpuBackend's (same batches accepted and refused, same KV layout per block id,
+// fp16 KV). Numerics: weights kept exact (F32, F16, and Q8_0/Q4_K/Q6_K through the quantized
+// matmul for up to 16 tokens per call) give logits within ~1e-5 relative of the CPU's;
+// quantized weights in larger calls are dequantized to fp16 for cuBLAS (~1e-3 relative). Other
+// GGUF formats are dequantized on the host at load and kept as F16 (BF16 as F32).
+//
+// Memory: the weights, then workspaces (cuBLAS, fp16 dequantization, activations of eager and
+// graph steps), then the KV pool: kv_budget_bytes, or free memory after the weights times
+// memory_fraction minus the workspaces. Eager activation buffers grow past their initial 256
+// tokens on demand, out of the memory the fraction leaves.
+//
+// CUDA graphs: a step whose every slice is one token wanting its logits, with at most 128
+// sequences, runs in the smallest bucket of memory_plan.h's kGraphBuckets that holds it, padded
+// with dummy sequences that write no KV (slot -1) and attend to nothing (context 0); their rows
+// are dropped. A bucket's first step runs eagerly and is then captured; later steps replay it.
+// Attention in a graph uses a split-K plan fixed per bucket for the model's whole context.
 #pragma once
 
 #include <cstdint>

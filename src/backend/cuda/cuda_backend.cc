@@ -1,0 +1,190 @@
+#include "strata/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <string>
+
+#include "cuda_backend_impl.h"
+#include "cuda_status.h"
+#include "strata/kernels/dequantize.h"
+#include "strata/model/model_weights.h"
+
+namespace strata::backend::cuda {
+namespace {
+
+// cuBLAS's user workspace (its recommendation for Hopper is 32 MiB).
+constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;
+// Tokens the eager activation buffers hold from the start (they grow for larger batches).
+constexpr int64_t kInitialEagerTokens = 256;
+
+Status ValidateOptions(const CudaBackendOptions& o) {
+  if (o.device < 0) {
+    return InvalidArgumentError("CUDA device ordinal must be >= 0, got " +
+                                std::to_string(o.device));
+  }
+  if (!(o.memory_fraction > 0.0 && o.memory_fraction <= 1.0)) {
+    return InvalidArgumentError("memory_fraction must be in (0, 1], got " +
+                                std::to_string(o.memory_fraction));
+  }
+  if (o.kv_budget_bytes < 0) {
+    return InvalidArgumentError("kv_budget_bytes must be >= 0, got " +
+                                std::to_string(o.kv_budget_bytes));
+  }
+  if (o.block_size < 1 || o.block_size > 1024) {
+    return InvalidArgumentError("block size must be between 1 and 1024 tokens, got " +
+                                std::to_string(o.block_size));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+bool CudaDeviceAvailable() { return kernels::CudaDeviceCount() > 0; }
+
+CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CudaBackend::~CudaBackend() {
+  if (impl_ != nullptr && impl_->stream.get() != nullptr) {
+    // Nothing may be freed while the device still uses it; errors cannot be reported here.
+    cudaSetDevice(impl_->options.device);
+    cudaStreamSynchronize(impl_->stream.get());
+  }
+}
+
+StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile& file,
+                                                           const CudaBackendOptions& options) {
+  STRATA_RETURN_IF_ERROR(ValidateOptions(options));
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  STRATA_ASSIGN_OR_RETURN(impl->config, model::ModelConfig::FromGguf(file));
+  model::ModelConfig& c = impl->config;
+  STRATA_ASSIGN_OR_RETURN(model::ModelWeights host_weights,
+                          model::ModelWeights::FromGguf(file, &c));
+  if (c.head_dim_k > kernels::kPagedAttentionMaxHeadDim ||
+      c.head_dim_v > kernels::kPagedAttentionMaxHeadDim) {
+    return UnimplementedError("head dimensions of " + std::to_string(c.head_dim_k) + "/" +
+                              std::to_string(c.head_dim_v) +
+                              " exceed the CUDA attention kernels' limit of " +
+                              std::to_string(kernels::kPagedAttentionMaxHeadDim));
+  }
+  if (c.context_length > INT32_MAX / 2) {
+    return UnimplementedError("a context of " + std::to_string(c.context_length) +
+                              " positions exceeds the CUDA backend's int32 positions");
+  }
+
+  const int devices = kernels::CudaDeviceCount();
+  if (devices == 0) return UnavailableError("no CUDA device is available");
+  if (options.device >= devices) {
+    return InvalidArgumentError("CUDA device " + std::to_string(options.device) +
+                                " does not exist; this process sees " + std::to_string(devices));
+  }
+  STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  STRATA_ASSIGN_OR_RETURN(impl->stream, Stream::Create());
+  cudaStream_t stream = impl->stream.get();
+  STRATA_ASSIGN_OR_RETURN(impl->weights, UploadWeights(host_weights, c, stream));
+
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+
+  // Workspaces, sized before the KV pool takes the rest.
+  const int64_t max_cols = impl->weights.max_cols;
+  const int64_t max_bucket = kGraphBuckets.back();
+  const int64_t max_blocks_per_seq =
+      (c.context_length + options.block_size - 1) / options.block_size;
+  int64_t workspace_bytes = kCublasWorkspaceBytes + impl->weights.max_quantized_elements * 2 +
+                            Activations::BytesFor(c, max_cols, kInitialEagerTokens);
+  if (options.cuda_graphs) {
+    impl->graph_layout = StepLayout::For(max_bucket, max_bucket, max_bucket * max_blocks_per_seq);
+    int64_t attention_ws = 0;
+    const bool any_sliding =
+        std::any_of(c.layer_is_sliding.begin(), c.layer_is_sliding.end(), [](bool b) { return b; });
+    for (size_t i = 0; i < kGraphBuckets.size(); ++i) {
+      // A fixed plan per bucket, made for the model's whole context: captured kernels cannot
+      // take a per-step plan, and the decode kernel covers any shorter context with it (its
+      // partitions stride over the chunks that exist; idle ones exit at once).
+      AttentionPlan& p = impl->graph_plans[i];
+      p.decode = true;
+      p.global = kernels::PlanPagedAttentionDecode(
+          kGraphBuckets[i], static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.n_kv_heads),
+          static_cast<int32_t>(c.head_dim_v), c.context_length, 0);
+      p.sliding = any_sliding
+                      ? kernels::PlanPagedAttentionDecode(
+                            kGraphBuckets[i], static_cast<int32_t>(c.n_heads),
+                            static_cast<int32_t>(c.n_kv_heads), static_cast<int32_t>(c.head_dim_v),
+                            c.context_length, c.sliding_window)
+                      : p.global;
+      attention_ws = std::max({attention_ws, p.global.workspace_bytes, p.sliding.workspace_bytes});
+    }
+    workspace_bytes += Activations::BytesFor(c, max_cols, max_bucket) +
+                       2 * impl->graph_layout.total_bytes + max_bucket * c.vocab_size * 4 +
+                       attention_ws;
+    STRATA_ASSIGN_OR_RETURN(impl->graph_act, Activations::Allocate(c, max_cols, max_bucket));
+    STRATA_ASSIGN_OR_RETURN(
+        impl->graph_inputs,
+        DeviceBuffer::Allocate(impl->graph_layout.total_bytes, "graph step inputs"));
+    STRATA_ASSIGN_OR_RETURN(impl->graph_host, PinnedBuffer::Allocate(impl->graph_layout.total_bytes,
+                                                                     "graph step inputs"));
+    STRATA_ASSIGN_OR_RETURN(impl->graph_logits,
+                            DeviceBuffer::Allocate(max_bucket * c.vocab_size * 4, "graph logits"));
+    STRATA_ASSIGN_OR_RETURN(impl->graph_attention_ws,
+                            DeviceBuffer::Allocate(attention_ws, "attention workspace"));
+    for (AttentionPlan& p : impl->graph_plans) {
+      p.workspace = impl->graph_attention_ws.get();
+      p.workspace_bytes = impl->graph_attention_ws.bytes();
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(impl->cublas_workspace,
+                          DeviceBuffer::Allocate(kCublasWorkspaceBytes, "cuBLAS workspace"));
+  STRATA_ASSIGN_OR_RETURN(impl->cublas, CublasHandle::Create(stream, impl->cublas_workspace.get(),
+                                                             kCublasWorkspaceBytes));
+  STRATA_ASSIGN_OR_RETURN(impl->dequant_f16,
+                          DeviceBuffer::Allocate(impl->weights.max_quantized_elements * 2,
+                                                 "fp16 dequantization workspace"));
+  STRATA_ASSIGN_OR_RETURN(impl->eager_act, Activations::Allocate(c, max_cols, kInitialEagerTokens));
+
+  impl->bytes_per_block =
+      KvBytesPerBlock(c.n_layers, c.n_kv_heads, c.head_dim_k, c.head_dim_v, options.block_size);
+  impl->num_blocks = KvPoolBlocks(static_cast<int64_t>(free_bytes), options.memory_fraction,
+                                  workspace_bytes, options.kv_budget_bytes, impl->bytes_per_block);
+  if (impl->num_blocks < 1) {
+    return FailedPreconditionError(
+        "the device memory left after the weights (" + std::to_string(free_bytes) +
+        " bytes free, " + std::to_string(impl->weights.bytes) + " bytes of weights, " +
+        std::to_string(workspace_bytes) + " bytes of workspaces) holds no KV block of " +
+        std::to_string(impl->bytes_per_block) +
+        " bytes; lower block_size or raise memory_fraction");
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      impl->kv, DeviceBuffer::Allocate(impl->bytes_per_block * impl->num_blocks, "the KV pool"));
+  STRATA_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(impl->kv.get(), 0, static_cast<size_t>(impl->kv.bytes()), stream));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
+}
+
+const model::ModelConfig& CudaBackend::config() const { return impl_->config; }
+
+KvGeometry CudaBackend::kv_geometry() const {
+  KvGeometry g;
+  g.block_size = impl_->options.block_size;
+  g.num_blocks = impl_->num_blocks;
+  g.bytes_per_block = impl_->bytes_per_block;
+  return g;
+}
+
+int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
+int64_t CudaBackend::kv_bytes() const { return impl_->kv.bytes(); }
+
+Status CudaBackend::Forward(const Batch& batch, std::vector<float>* logits) {
+  Impl& m = *impl_;
+  STRATA_RETURN_IF_ERROR(m.Validate(batch));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
+  const StepShape shape = ShapeOfBatch(batch, m.options.block_size);
+  // Graphs take decode steps whose every slice wants its one row of logits.
+  bool graph = m.options.cuda_graphs && shape.decode_only && shape.num_rows == shape.num_seqs;
+  const int bucket = graph ? GraphBucketIndex(shape.num_seqs) : -1;
+  if (bucket >= 0) return m.ForwardGraph(batch, shape, bucket, logits);
+  return m.ForwardEager(batch, shape, logits);
+}
+
+}  // namespace strata::backend::cuda

@@ -1,0 +1,206 @@
+// One Forward step: validation, the upload of the step's inputs, and the model run, either
+// eagerly or as the replay of a CUDA graph captured for the step's bucket.
+#include <algorithm>
+#include <string>
+
+#include "cuda_backend_impl.h"
+#include "cuda_status.h"
+
+namespace strata::backend::cuda {
+
+// The checks and messages of CpuBackend::Validate, so both backends refuse the same batches.
+Status CudaBackend::Impl::Validate(const Batch& batch) const {
+  const int32_t block_size = options.block_size;
+  if (batch.sequences.empty()) return InvalidArgumentError("the batch has no sequence");
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceSlice& seq = batch.sequences[s];
+    const std::string where = "sequence " + std::to_string(s) + ": ";
+    if (seq.tokens.empty()) return InvalidArgumentError(where + "no tokens");
+    if (seq.start_pos < 0) return InvalidArgumentError(where + "negative start position");
+    const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
+    if (end > config.context_length) {
+      return InvalidArgumentError(where + "positions up to " + std::to_string(end) +
+                                  " exceed the model's context of " +
+                                  std::to_string(config.context_length));
+    }
+    if (static_cast<int64_t>(seq.block_ids.size()) * block_size < end) {
+      return InvalidArgumentError(where + std::to_string(seq.block_ids.size()) +
+                                  " KV blocks cannot hold " + std::to_string(end) + " tokens");
+    }
+    for (kv::BlockId id : seq.block_ids) {
+      if (id < 0 || id >= num_blocks) {
+        return InvalidArgumentError(where + "KV block id " + std::to_string(id) +
+                                    " is outside the pool of " + std::to_string(num_blocks));
+      }
+    }
+    for (int32_t t : seq.tokens) {
+      if (t < 0 || t >= config.vocab_size) {
+        return InvalidArgumentError(where + "token id " + std::to_string(t) +
+                                    " is outside the vocabulary of " +
+                                    std::to_string(config.vocab_size));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status CudaBackend::Impl::EnsureEagerCapacity(const StepShape& shape, int64_t input_bytes,
+                                              int64_t ws_bytes) {
+  const model::ModelConfig& c = config;
+  if (eager_act.capacity < shape.num_tokens) {
+    const int64_t tokens = std::max<int64_t>(shape.num_tokens, 2 * eager_act.capacity);
+    eager_act = Activations();  // free first: the old and the new set need not fit together
+    STRATA_ASSIGN_OR_RETURN(eager_act, Activations::Allocate(c, weights.max_cols, tokens));
+  }
+  if (eager_inputs.bytes() < input_bytes) {
+    eager_inputs.Reset();
+    eager_host.Reset();
+    STRATA_ASSIGN_OR_RETURN(eager_inputs, DeviceBuffer::Allocate(input_bytes, "step inputs"));
+    STRATA_ASSIGN_OR_RETURN(eager_host, PinnedBuffer::Allocate(input_bytes, "step inputs"));
+  }
+  const int64_t logit_bytes = shape.num_rows * c.vocab_size * 4;
+  if (eager_logits.bytes() < logit_bytes) {
+    eager_logits.Reset();
+    STRATA_ASSIGN_OR_RETURN(eager_logits, DeviceBuffer::Allocate(logit_bytes, "logits"));
+  }
+  if (eager_attention_ws.bytes() < ws_bytes) {
+    eager_attention_ws.Reset();
+    STRATA_ASSIGN_OR_RETURN(eager_attention_ws,
+                            DeviceBuffer::Allocate(ws_bytes, "attention workspace"));
+  }
+  return OkStatus();
+}
+
+Status CudaBackend::Impl::ForwardEager(const Batch& batch, const StepShape& shape,
+                                       std::vector<float>* logits) {
+  const model::ModelConfig& c = config;
+  cudaStream_t s = stream.get();
+  AttentionPlan attention;
+  attention.decode = shape.decode_only;
+  if (attention.decode) {
+    const auto seqs = static_cast<int32_t>(shape.num_seqs);
+    attention.global = kernels::PlanPagedAttentionDecode(
+        seqs, static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.n_kv_heads),
+        static_cast<int32_t>(c.head_dim_v), shape.max_context, 0);
+    attention.sliding =
+        c.sliding_window > 0
+            ? kernels::PlanPagedAttentionDecode(
+                  seqs, static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.n_kv_heads),
+                  static_cast<int32_t>(c.head_dim_v), shape.max_context, c.sliding_window)
+            : attention.global;
+  }
+  const int64_t ws_bytes =
+      std::max(attention.global.workspace_bytes, attention.sliding.workspace_bytes);
+  const StepLayout layout = StepLayout::For(shape.num_tokens, shape.num_seqs, shape.table_len);
+  // The device and host staging buffers may be larger than this step's layout: the layout is
+  // recomputed every step and only its bytes are copied.
+  STRATA_RETURN_IF_ERROR(EnsureEagerCapacity(shape, layout.total_bytes, ws_bytes));
+  attention.workspace = eager_attention_ws.get();
+  attention.workspace_bytes = eager_attention_ws.bytes();
+
+  const int64_t used =
+      FillStepInputs(batch, options.block_size, shape.num_seqs, layout, eager_host.data());
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      eager_inputs.get(), eager_host.data(), static_cast<size_t>(used), cudaMemcpyHostToDevice, s));
+  const std::vector<RowRun> runs = LogitRowRuns(batch);
+  StepRun run;
+  run.act = &eager_act;
+  run.in = StepInputs::At(eager_inputs.get(), layout);
+  run.num_tokens = shape.num_tokens;
+  run.num_seqs = static_cast<int32_t>(shape.num_seqs);
+  run.max_query_len = shape.max_query_len;
+  run.attention = attention;
+  run.runs = runs;
+  run.num_rows = shape.num_rows;
+  run.logits = eager_logits.as<float>();
+  if (Status st = RunModel(run); !st.ok()) {
+    // Let the pending input copy finish before the next step rewrites its pinned source.
+    cudaStreamSynchronize(s);
+    return st;
+  }
+
+  logits->resize(static_cast<size_t>(shape.num_rows * c.vocab_size));
+  if (shape.num_rows > 0) {
+    STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), eager_logits.get(),
+                                                logits->size() * sizeof(float),
+                                                cudaMemcpyDeviceToHost, s));
+  }
+  // Also keeps the pinned staging buffer from being rewritten while its copy is pending.
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  return OkStatus();
+}
+
+Status CudaBackend::Impl::CaptureGraph(const StepRun& run, GraphExec* exec) {
+  cudaStream_t s = stream.get();
+  // Thread-local mode: only this thread's unsafe calls (none here: nothing allocates or
+  // synchronizes inside RunModel) would break the capture; other threads are unaffected.
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const Status captured = RunModel(run);
+  cudaGraph_t graph = nullptr;
+  // End the capture whatever happened, so the stream leaves capture mode.
+  const cudaError_t end = cudaStreamEndCapture(s, &graph);
+  if (!captured.ok() || end != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // an invalidated capture's error is reported here, not by a later call
+    if (!captured.ok()) return captured.WithContext("capturing a decode graph");
+    return CudaStatus(end, "cudaStreamEndCapture");
+  }
+  cudaGraphExec_t instance = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&instance, graph, 0);
+  cudaGraphDestroy(graph);
+  STRATA_CUDA_RETURN_IF_ERROR(inst);
+  *exec = GraphExec(instance);
+  return OkStatus();
+}
+
+Status CudaBackend::Impl::ForwardGraph(const Batch& batch, const StepShape& shape, int bucket,
+                                       std::vector<float>* logits) {
+  const model::ModelConfig& c = config;
+  cudaStream_t s = stream.get();
+  const int64_t padded = kGraphBuckets[bucket];
+  const int64_t used =
+      FillStepInputs(batch, options.block_size, padded, graph_layout, graph_host.data());
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      graph_inputs.get(), graph_host.data(), static_cast<size_t>(used), cudaMemcpyHostToDevice, s));
+
+  if (graphs[bucket]) {
+    STRATA_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs[bucket].get(), s));
+  } else {
+    // First step in this bucket: run it eagerly over the graph buffers (this step's result),
+    // then capture the same work once. Running first means every kernel and cuBLAS path the
+    // capture records has been loaded and launched before (module lazy loading and cuBLAS's
+    // first-call setup then never happen inside a capture); the capture itself executes
+    // nothing, so the step is computed once.
+    //
+    // Everything the captured kernels read lives at fixed addresses (graph_act, graph_inputs,
+    // graph_logits, the fixed attention plan and workspace, the weights, the KV pool, the
+    // dequantization and cuBLAS workspaces); only the contents of graph_inputs change between
+    // replays, written by the copy above, which precedes the launch in stream order.
+    const RowRun all{0, 0, padded};
+    StepRun run;
+    run.act = &graph_act;
+    run.in = StepInputs::At(graph_inputs.get(), graph_layout);
+    run.num_tokens = padded;
+    run.num_seqs = static_cast<int32_t>(padded);
+    run.max_query_len = 1;
+    run.attention = graph_plans[bucket];
+    run.runs = std::span<const RowRun>(&all, 1);
+    run.num_rows = padded;
+    run.logits = graph_logits.as<float>();
+    Status st = RunModel(run);
+    if (st.ok()) st = CaptureGraph(run, &graphs[bucket]);
+    if (!st.ok()) {
+      cudaStreamSynchronize(s);  // as in ForwardEager: the pinned inputs may still be read
+      return st;
+    }
+  }
+
+  logits->resize(static_cast<size_t>(shape.num_rows * c.vocab_size));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), graph_logits.get(),
+                                              logits->size() * sizeof(float),
+                                              cudaMemcpyDeviceToHost, s));
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+  return OkStatus();
+}
+
+}  // namespace strata::backend::cuda

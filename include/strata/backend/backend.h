@@ -36,6 +36,16 @@ struct Batch {
   std::vector<SequenceSlice> sequences;
 };
 
+// Logits rows `seq` asks for: tokens.size() for kAll, 1 for kLast, 0 for kNone.
+int64_t LogitsRows(const SequenceSlice& seq);
+
+// The checks every backend's Forward makes before running a batch, with the same messages:
+// INVALID_ARGUMENT for an empty batch or slice, a negative start, positions beyond the model's
+// context, too few blocks for the slice's positions, block ids outside [0, num_blocks), or
+// token ids outside the vocabulary.
+[[nodiscard]] Status ValidateBatch(const Batch& batch, const model::ModelConfig& config,
+                                   int32_t block_size, int32_t num_blocks);
+
 struct KvGeometry {
   int32_t block_size = 16;  // tokens per block
   int32_t num_blocks = 0;   // blocks the KV storage holds

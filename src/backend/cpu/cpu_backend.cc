@@ -22,19 +22,6 @@ void ForRange(ThreadPool* pool, int64_t n, Fn&& fn) {
   pool->ParallelFor(n, [&](int64_t begin, int64_t end) { fn(begin, end); });
 }
 
-// Logits rows a slice asks for.
-int64_t RowsWanted(const SequenceSlice& seq) {
-  switch (seq.logits) {
-    case LogitsWanted::kAll:
-      return static_cast<int64_t>(seq.tokens.size());
-    case LogitsWanted::kLast:
-      return 1;
-    case LogitsWanted::kNone:
-      return 0;
-  }
-  return 1;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::GgufFile& file,
@@ -92,39 +79,7 @@ KvGeometry CpuBackend::kv_geometry() const {
 }
 
 Status CpuBackend::Validate(const Batch& batch) const {
-  const int32_t block_size = kv_->config().block_size;
-  const int32_t num_blocks = kv_->config().num_blocks;
-  if (batch.sequences.empty()) return InvalidArgumentError("the batch has no sequence");
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceSlice& seq = batch.sequences[s];
-    const std::string where = "sequence " + std::to_string(s) + ": ";
-    if (seq.tokens.empty()) return InvalidArgumentError(where + "no tokens");
-    if (seq.start_pos < 0) return InvalidArgumentError(where + "negative start position");
-    const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
-    if (end > config_.context_length) {
-      return InvalidArgumentError(where + "positions up to " + std::to_string(end) +
-                                  " exceed the model's context of " +
-                                  std::to_string(config_.context_length));
-    }
-    if (static_cast<int64_t>(seq.block_ids.size()) * block_size < end) {
-      return InvalidArgumentError(where + std::to_string(seq.block_ids.size()) +
-                                  " KV blocks cannot hold " + std::to_string(end) + " tokens");
-    }
-    for (kv::BlockId id : seq.block_ids) {
-      if (id < 0 || id >= num_blocks) {
-        return InvalidArgumentError(where + "KV block id " + std::to_string(id) +
-                                    " is outside the pool of " + std::to_string(num_blocks));
-      }
-    }
-    for (int32_t t : seq.tokens) {
-      if (t < 0 || t >= config_.vocab_size) {
-        return InvalidArgumentError(where + "token id " + std::to_string(t) +
-                                    " is outside the vocabulary of " +
-                                    std::to_string(config_.vocab_size));
-      }
-    }
-  }
-  return OkStatus();
+  return ValidateBatch(batch, config_, kv_->config().block_size, kv_->config().num_blocks);
 }
 
 void CpuBackend::MatMul(const model::MatrixView& w, const float* x, int64_t n_tokens, float* y) {
@@ -157,7 +112,7 @@ Status CpuBackend::Forward(const Batch& batch, std::vector<float>* logits) {
   int64_t n_rows = 0;
   for (const SequenceSlice& seq : batch.sequences) {
     n += static_cast<int64_t>(seq.tokens.size());
-    n_rows += RowsWanted(seq);
+    n_rows += LogitsRows(seq);
   }
   x_.resize(n * c.n_embd);
   h_.resize(std::max(n, n_rows) * c.n_embd);
@@ -196,7 +151,7 @@ Status CpuBackend::Forward(const Batch& batch, std::vector<float>* logits) {
   t = 0;
   for (const SequenceSlice& seq : batch.sequences) {
     const int64_t len = static_cast<int64_t>(seq.tokens.size());
-    const int64_t first = t + len - RowsWanted(seq);
+    const int64_t first = t + len - LogitsRows(seq);
     for (int64_t i = first; i < t + len; ++i) {
       RmsNorm(x_.data() + i * c.n_embd, weights_.output_norm.data(), c.n_embd, c.rms_eps,
               h_.data() + row * c.n_embd);

@@ -6,18 +6,6 @@
 namespace strata::backend::cuda {
 namespace {
 
-int64_t RowsWanted(const SequenceSlice& seq) {
-  switch (seq.logits) {
-    case LogitsWanted::kAll:
-      return static_cast<int64_t>(seq.tokens.size());
-    case LogitsWanted::kLast:
-      return 1;
-    case LogitsWanted::kNone:
-      return 0;
-  }
-  return 1;
-}
-
 int64_t Align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 template <typename T>
@@ -35,7 +23,7 @@ StepShape ShapeOfBatch(const Batch& batch, int32_t block_size) {
     const int64_t len = static_cast<int64_t>(seq.tokens.size());
     const int64_t end = seq.start_pos + len;
     s.num_tokens += len;
-    s.num_rows += RowsWanted(seq);
+    s.num_rows += LogitsRows(seq);
     s.table_len += (end + block_size - 1) / block_size;
     s.max_query_len = std::max(s.max_query_len, static_cast<int32_t>(len));
     s.max_context = std::max(s.max_context, end);
@@ -50,7 +38,7 @@ std::vector<RowRun> LogitRowRuns(const Batch& batch) {
   int64_t row = 0;
   for (const SequenceSlice& seq : batch.sequences) {
     const int64_t len = static_cast<int64_t>(seq.tokens.size());
-    const int64_t wanted = RowsWanted(seq);
+    const int64_t wanted = LogitsRows(seq);
     if (wanted > 0) {
       const int64_t src = t + len - wanted;
       if (!runs.empty() && runs.back().src + runs.back().count == src) {

@@ -8,40 +8,9 @@
 
 namespace strata::backend::cuda {
 
-// The checks and messages of CpuBackend::Validate, so both backends refuse the same batches.
+// The checks and messages every backend makes (backend::ValidateBatch).
 Status CudaBackend::Impl::Validate(const Batch& batch) const {
-  const int32_t block_size = options.block_size;
-  if (batch.sequences.empty()) return InvalidArgumentError("the batch has no sequence");
-  for (size_t s = 0; s < batch.sequences.size(); ++s) {
-    const SequenceSlice& seq = batch.sequences[s];
-    const std::string where = "sequence " + std::to_string(s) + ": ";
-    if (seq.tokens.empty()) return InvalidArgumentError(where + "no tokens");
-    if (seq.start_pos < 0) return InvalidArgumentError(where + "negative start position");
-    const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
-    if (end > config.context_length) {
-      return InvalidArgumentError(where + "positions up to " + std::to_string(end) +
-                                  " exceed the model's context of " +
-                                  std::to_string(config.context_length));
-    }
-    if (static_cast<int64_t>(seq.block_ids.size()) * block_size < end) {
-      return InvalidArgumentError(where + std::to_string(seq.block_ids.size()) +
-                                  " KV blocks cannot hold " + std::to_string(end) + " tokens");
-    }
-    for (kv::BlockId id : seq.block_ids) {
-      if (id < 0 || id >= num_blocks) {
-        return InvalidArgumentError(where + "KV block id " + std::to_string(id) +
-                                    " is outside the pool of " + std::to_string(num_blocks));
-      }
-    }
-    for (int32_t t : seq.tokens) {
-      if (t < 0 || t >= config.vocab_size) {
-        return InvalidArgumentError(where + "token id " + std::to_string(t) +
-                                    " is outside the vocabulary of " +
-                                    std::to_string(config.vocab_size));
-      }
-    }
-  }
-  return OkStatus();
+  return ValidateBatch(batch, config, options.block_size, num_blocks);
 }
 
 Status CudaBackend::Impl::EnsureEagerCapacity(const StepShape& shape, int64_t input_bytes,

@@ -70,8 +70,9 @@ struct Stage {
   int64_t keep;    // 1: chunk i of the row is chunk i of the stage; 0: chunk i % kChunks
 };
 
-// Where the decoders' 32-value groups of row `row` go in the Stage (overloads as TileSink's);
-// codes, d and m point at the (super-)block being decoded.
+// Where the decoders' 32-value groups of row `row` go in the Stage: one overload per Kind (one
+// scale, two half-block scales, scale and min); codes, d and m point at the (super-)block being
+// decoded.
 struct StageSink {
   uint8_t* codes;
   float* d;

@@ -104,37 +104,39 @@ no_device() { record "$1" "SKIPPED" 0 "no device (no CUDA GPU visible)"; }
 # ---- 1. configure + build: cap 30 s, then 200 s for the tools, 90 s for the gpu tests ------
 # Only the tools the later steps run, then every test binary with a gpu label (the kernel
 # tests, and the CUDA backend's when it is in the tree). -k 0: one broken target does not stop
-# the others.
-CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_SERVER=OFF
-  -DCMAKE_CUDA_ARCHITECTURES=90)
-if ! run configure "$OUT/build.log" "$(cap 30 200)" "${CONFIGURE[@]}"; then
-  # Most likely GoogleTest is missing: the benchmarks need no tests.
-  run configure_without_tests "$OUT/build.log" "$(cap 30 200)" "${CONFIGURE[@]}" \
-    -DSTRATA_BUILD_TESTS=OFF
-fi
-run build_tools "$OUT/build.log" "$(cap 200 170)" \
-  ninja -C "$BUILD" -j "$JOBS" -k 0 strata-make-model strata-bench-gpu
-mapfile -t GPU_TEST_TARGETS < <(ninja -C "$BUILD" -t targets all 2>/dev/null |
-  grep -oE '^strata_[a-z_]*(kernels|cuda)[a-z_]*_tests(:|$)' | tr -d ':' | sort -u)
-if ((${#GPU_TEST_TARGETS[@]} > 0)); then
-  DETAIL="${GPU_TEST_TARGETS[*]}"
-  run build_gpu_tests "$OUT/build.log" "$(cap 90 160)" \
-    ninja -C "$BUILD" -j "$JOBS" -k 0 "${GPU_TEST_TARGETS[@]}"
+# the others. STRATA_CHECK_PREBUILT=DIR skips all of it and runs the binaries a build made
+# elsewhere left in DIR (same layout as a build folder: bench/, src/tools/, tests/).
+GPU_TEST_NAMES=(strata_kernels_tests strata_backend_cuda_tests)
+if [[ -n "${STRATA_CHECK_PREBUILT:-}" ]]; then
+  BUILD=$(cd "$STRATA_CHECK_PREBUILT" && pwd)
+  record build "SKIPPED" 0 "prebuilt binaries from $(basename "$BUILD")"
 else
-  record build_gpu_tests "SKIPPED" 0 "no gpu test targets (CUDA not found at configure?)"
+  CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_SERVER=OFF
+    -DCMAKE_CUDA_ARCHITECTURES=90)
+  # GoogleTest is not installed everywhere: a source copy beside the tree is used when present.
+  [[ -d "$ROOT/.deps/googletest" ]] && CONFIGURE+=(-DSTRATA_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
+  if ! run configure "$OUT/build.log" "$(cap 30 200)" "${CONFIGURE[@]}"; then
+    run configure_without_tests "$OUT/build.log" "$(cap 30 200)" "${CONFIGURE[@]}" \
+      -DSTRATA_BUILD_TESTS=OFF
+  fi
+  run build_tools "$OUT/build.log" "$(cap 200 170)" \
+    ninja -C "$BUILD" -j "$JOBS" -k 0 strata-make-model strata-bench-gpu
+  run build_gpu_tests "$OUT/build.log" "$(cap 90 160)" \
+    ninja -C "$BUILD" -j "$JOBS" -k 0 "${GPU_TEST_NAMES[@]}"
 fi
 MAKE_MODEL=$BUILD/src/tools/strata-make-model
 BENCH=$BUILD/bench/strata-bench-gpu
 
-# ---- 2. gpu-labelled tests: cap 75 s ------------------------------------------------------
-# -j 16: each test is its own process with its own CUDA context start.
+# ---- 2. gpu tests: cap 75 s -----------------------------------------------------------------
+# bench/gpu/run_gpu_tests.sh: a missing binary, zero tests run, or any test skipped on a device
+# is a failure.
 if ((HAVE_GPU == 0)); then
   no_device gpu_tests
 else
-  DETAIL="$(cd "$BUILD" && ctest -N -L gpu 2>/dev/null | tail -n 1)"
   run gpu_tests "$OUT/gpu_tests.log" "$(cap 75 150)" \
-    ctest --test-dir "$BUILD" -L gpu --timeout 60 --output-on-failure -j 16
-  ROWS[-1]="${ROWS[-1]% |} $(grep -E 'tests passed' "$OUT/gpu_tests.log" | tail -n 1) |"
+    "$ROOT/bench/gpu/run_gpu_tests.sh" "$BUILD" "${GPU_TEST_NAMES[@]}"
+  summary=$(grep '^CHECK:' "$OUT/gpu_tests.log" | sed 's/^CHECK: //' | tr '\n' ';')
+  ROWS[-1]=$(awk -F'|' -v d="$summary" '{print "|" $2 "|" $3 "|" $4 "| " d " |"}' <<<"${ROWS[-1]}")
 fi
 
 # make_model NAME FTYPE CAP RESERVE: writes $MODEL_DIR/strata-check-NAME.gguf.

@@ -1,32 +1,40 @@
 #!/usr/bin/env bash
 # bench/gpu/check.sh OUT_DIR [--no-gpu]
 #
-# One pass over Strata's GPU path on a CUDA machine, inside a hard 8-minute budget that includes
-# the build: configure and build (Release, sm_90, only the targets needed), the gpu-labelled
-# tests, a synthetic Llama-3-8B-shaped Q4_K model in /tmp, strata-bench-gpu on it, the
-# transformers peer when torch and transformers import, and (time allowing) the same on an F16
-# model. Each step has its own timeout; a step that fails or times out is recorded and the next
-# one still runs. The summary table is printed LAST and written to OUT_DIR/table.md.
+# One pass over Strata's GPU path on a CUDA machine, inside a hard budget (default 450 s) that
+# includes the build: configure and build (Release, sm_90, only the targets needed) or take a
+# bundle made elsewhere, the GPU tests, a synthetic Llama-3-8B-shaped Q4_K model in /tmp,
+# strata-bench-gpu on it, the transformers peer when torch and transformers import, then the
+# real strata-server --backend cuda (bundle only) on a 1B-shaped model (greedy tokens against
+# strata-server --backend cpu), on the 8B-shaped one, and on a real GGUF if one is given, each
+# driven over gRPC by bench/gpu/server_check.py (greedy, 64 concurrent streams, KV back to
+# idle, strata-bench at concurrency 1/16/64). Each step has its own timeout; a step that fails
+# or times out is recorded and the next one still runs. The summary table is printed LAST and
+# written to OUT_DIR/table.md.
 #
 # OUT_DIR stays flat and small (at most 8 files come back from the GPU machine):
-#   build.log gpu_tests.log make_model.log bench_gpu.log peer.log  one per step (the F16 pass
-#                                                                   appends to the same files)
+#   build.log gpu_tests.log make_model.log bench_gpu.log peer.log server.log  one per step kind
 #   results.json  every JSON line the benchmarks printed, one object per line, tagged by run
 #   table.md      the summary table
 #
-# Time budget (450 s of the 480; the rest is margin). Each step's timeout is its cap below, cut
-# to what is left minus a reserve kept for the steps after it, so a slow build squeezes the
-# tests, not the benchmark; a step left with under 10 s is skipped:
+# Time budget. Each step's timeout is its cap below, cut to what is left minus a reserve kept
+# for the steps after it, so a slow build squeezes the tests, not the benchmark; a step left
+# with under 10 s is skipped:
 #   configure 30 s | build tools 200 s | build gpu tests 90 s | gpu tests 75 s
 #   8B Q4_K model 60 s | strata-bench-gpu 120 s | transformers peer 90 s
-#   F16 model 70 s + its benchmark 120 s, only when 150 s are left after the peer
-# Typical (estimated for 16 cores): 15 + 90 + 40 + 40 + 15 + 60 + 60 = 320 s before the F16 pass.
+#   servers: 1B 120 s, 8B 120 s, real model 120 s | F16 pass (STRATA_CHECK_F16=1) 190 s
+#
+# STRATA_CHECK_PREBUILT=DIR takes every binary from a bundle made by bench/gpu/bundle.sh (flat
+# binaries, lib/, py/) instead of building; its strata-server needs no gRPC package on the
+# machine. STRATA_CHECK_REAL_MODEL=FILE.gguf adds the server steps on that model.
 #
 # --no-gpu (or no nvidia-smi device) skips the device steps with a "no device" line; the build
-# and the model generation still run. Knobs for trying the script elsewhere (defaults are the
-# GPU machine's): STRATA_CHECK_BUILD_DIR (build folder, default build-gpu-check),
-# STRATA_CHECK_JOBS (16), STRATA_CHECK_MODEL_DIR (/tmp), STRATA_CHECK_MODEL_FLAGS (strata-make-model
-# shape flags, default "--preset llama3-8b"), STRATA_CHECK_BUDGET_S (450).
+# and the model generation still run, and the server steps run with --backend cpu so that the
+# whole path is rehearsed. Knobs for trying the script elsewhere (defaults are the GPU
+# machine's): STRATA_CHECK_BUILD_DIR (build folder, default build-gpu-check), STRATA_CHECK_JOBS
+# (16), STRATA_CHECK_MODEL_DIR (/tmp), STRATA_CHECK_MODEL_FLAGS (strata-make-model shape flags,
+# default "--preset llama3-8b"), STRATA_CHECK_SMALL_MODEL_FLAGS ("--preset llama3.2-1b"),
+# STRATA_CHECK_BUDGET_S (450).
 set -u -o pipefail
 
 if [[ $# -lt 1 || "$1" == -* ]]; then
@@ -43,13 +51,14 @@ BUILD=${STRATA_CHECK_BUILD_DIR:-$ROOT/build-gpu-check}
 JOBS=${STRATA_CHECK_JOBS:-16}
 MODEL_DIR=${STRATA_CHECK_MODEL_DIR:-/tmp}
 read -r -a MODEL_FLAGS <<<"${STRATA_CHECK_MODEL_FLAGS:---preset llama3-8b}"
+read -r -a SMALL_MODEL_FLAGS <<<"${STRATA_CHECK_SMALL_MODEL_FLAGS:---preset llama3.2-1b}"
 # 450 s of the 480 s budget: the rest is margin for the machine's start and the copy back.
 BUDGET=${STRATA_CHECK_BUDGET_S:-450}
 START=$SECONDS
 RESULTS=$OUT/results.json
 TABLE=$OUT/table.md
 : >"$RESULTS"
-for f in build gpu_tests make_model bench_gpu peer; do : >"$OUT/$f.log"; done
+for f in build gpu_tests make_model bench_gpu peer server; do : >"$OUT/$f.log"; done
 export PATH="/usr/local/cuda/bin:$PATH"
 PY=$(command -v python3 || command -v python || true)
 
@@ -106,10 +115,15 @@ no_device() { record "$1" "SKIPPED" 0 "no device (no CUDA GPU visible)"; }
 # tests, and the CUDA backend's when it is in the tree). -k 0: one broken target does not stop
 # the others. STRATA_CHECK_PREBUILT=DIR skips all of it and runs the binaries a build made
 # elsewhere left in DIR (same layout as a build folder: bench/, src/tools/, tests/).
-GPU_TEST_NAMES=(strata_kernels_tests strata_backend_cuda_tests)
+GPU_TEST_NAMES=(strata_kernels_tests strata_backend_cuda_tests strata_backend_factory_tests)
 if [[ -n "${STRATA_CHECK_PREBUILT:-}" ]]; then
-  BUILD=$(cd "$STRATA_CHECK_PREBUILT" && pwd)
-  record build "SKIPPED" 0 "prebuilt binaries from $(basename "$BUILD")"
+  BUNDLE=$(cd "$STRATA_CHECK_PREBUILT" && pwd)
+  export LD_LIBRARY_PATH="$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  record build "SKIPPED" 0 "prebuilt bundle $(basename "$BUNDLE")"
+  MAKE_MODEL=$BUNDLE/strata-make-model
+  BENCH=$BUNDLE/strata-bench-gpu
+  TEST_DIR=$BUNDLE
+  SERVER_BIN=$BUNDLE
 else
   CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_SERVER=OFF
     -DCMAKE_CUDA_ARCHITECTURES=90)
@@ -123,9 +137,11 @@ else
     ninja -C "$BUILD" -j "$JOBS" -k 0 strata-make-model strata-bench-gpu
   run build_gpu_tests "$OUT/build.log" "$(cap 90 160)" \
     ninja -C "$BUILD" -j "$JOBS" -k 0 "${GPU_TEST_NAMES[@]}"
+  MAKE_MODEL=$BUILD/src/tools/strata-make-model
+  BENCH=$BUILD/bench/strata-bench-gpu
+  TEST_DIR=$BUILD/tests
+  SERVER_BIN=""  # built without the server: gRPC and Protobuf are not on the GPU machine
 fi
-MAKE_MODEL=$BUILD/src/tools/strata-make-model
-BENCH=$BUILD/bench/strata-bench-gpu
 
 # ---- 2. gpu tests: cap 75 s -----------------------------------------------------------------
 # bench/gpu/run_gpu_tests.sh: a missing binary, zero tests run, or any test skipped on a device
@@ -134,19 +150,22 @@ if ((HAVE_GPU == 0)); then
   no_device gpu_tests
 else
   run gpu_tests "$OUT/gpu_tests.log" "$(cap 75 150)" \
-    "$ROOT/bench/gpu/run_gpu_tests.sh" "$BUILD" "${GPU_TEST_NAMES[@]}"
+    "$ROOT/bench/gpu/run_gpu_tests.sh" "$TEST_DIR" "${GPU_TEST_NAMES[@]}"
   summary=$(grep '^CHECK:' "$OUT/gpu_tests.log" | sed 's/^CHECK: //' | tr '\n' ';')
   ROWS[-1]=$(awk -F'|' -v d="$summary" '{print "|" $2 "|" $3 "|" $4 "| " d " |"}' <<<"${ROWS[-1]}")
 fi
 
-# make_model NAME FTYPE CAP RESERVE: writes $MODEL_DIR/strata-check-NAME.gguf.
+# make_model NAME FTYPE CAP RESERVE [SHAPE FLAGS...]: writes $MODEL_DIR/strata-check-NAME.gguf.
 make_model() {
   local name=$1 ftype=$2 limit=$3 reserve=$4 path=$MODEL_DIR/strata-check-$1.gguf
+  shift 4
+  local shape=("${MODEL_FLAGS[@]}")
+  (($# > 0)) && shape=("$@")
   local free_kb
   free_kb=$(df -Pk "$MODEL_DIR" | awk 'NR==2 {print $4}')
   DETAIL="$path; $((free_kb / 1048576)) GiB free before"
   run "make_model_$name" "$OUT/make_model.log" "$(cap "$limit" "$reserve")" \
-    "$MAKE_MODEL" "${MODEL_FLAGS[@]}" --ftype "$ftype" --seed 1 --out "$path"
+    "$MAKE_MODEL" "${shape[@]}" --ftype "$ftype" --seed 1 --out "$path"
 }
 
 # bench NAME TAG CAP RESERVE FLAGS...: strata-bench-gpu; JSON lines go to results.json.
@@ -186,11 +205,45 @@ else
   record transformers_peer "SKIPPED" 0 "${PY:-no python}: cannot import torch and transformers"
 fi
 
-# ---- 6. F16 model + bench, only with >= 150 s left (16 GB to write, then to upload) --------
+# ---- 6. strata-server over gRPC: cap 120 s per model ----------------------------------------
+# server NAME MODEL CAP RESERVE [server_check.py flags...]
+server() {
+  local name=$1 model=$2 limit=$3 reserve=$4
+  shift 4
+  if [[ -z "$SERVER_BIN" || ! -x "$SERVER_BIN/strata-server" ]]; then
+    record "server_$name" "SKIPPED" 0 "no strata-server (build mode has no gRPC; use a bundle)"
+    return
+  fi
+  local backend=cuda
+  ((HAVE_GPU == 0)) && backend=cpu  # the rehearsal: the same path on the CPU backend
+  local mark
+  mark=$(wc -l <"$OUT/server.log")
+  DETAIL="--backend $backend"
+  run "server_$name" "$OUT/server.log" "$(cap "$limit" "$reserve")" \
+    "$PY" "$ROOT/bench/gpu/server_check.py" --bin "$SERVER_BIN" --model "$model" \
+    --label "$name" --backend "$backend" --out "$OUT/server_results.tmp" "$@"
+  [[ -f "$OUT/server_results.tmp" ]] && sed 's/^{/{"run":"server",/' "$OUT/server_results.tmp" \
+    >>"$RESULTS" && rm -f "$OUT/server_results.tmp"
+  return 0
+}
+SMALL=$MODEL_DIR/strata-check-small-q4_k.gguf
+if make_model small-q4_k q4_k 30 240 "${SMALL_MODEL_FLAGS[@]}"; then
+  server small-q4_k "$SMALL" 120 120 --reference-flags "--threads 0" --stream-tokens 32
+fi
+rm -f "$SMALL"
+if [[ -f "$Q4" ]]; then
+  server 8b-q4_k "$Q4" 120 "$([[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]] && echo 120 || echo 0)" \
+    --reference-backend "" --max-tokens 32
+fi
+if [[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]]; then
+  server real "$STRATA_CHECK_REAL_MODEL" 120 0 --reference-flags "--threads 0"
+fi
 rm -f "$Q4"
+
+# ---- 7. F16 model + bench, only with STRATA_CHECK_F16=1 and >= 150 s left ---------------------
 if ((HAVE_GPU == 0)); then
   no_device "make_model_f16 + bench_gpu_f16"
-elif (($(left) >= 150)); then
+elif [[ "${STRATA_CHECK_F16:-0}" == 1 ]] && (($(left) >= 150)); then
   F16=$MODEL_DIR/strata-check-f16.gguf
   if make_model f16 f16 70 60; then
     bench f16 "$(cap 120 0)" 0 --model "$F16" --copy-mib 1024 --attn-seqs 128 \
@@ -198,10 +251,10 @@ elif (($(left) >= 150)); then
   fi
   rm -f "$F16"
 else
-  record "make_model_f16 + bench_gpu_f16" "SKIPPED" 0 "under 150 s left"
+  record "make_model_f16 + bench_gpu_f16" "SKIPPED" 0 "STRATA_CHECK_F16 unset or under 150 s left"
 fi
 
-# ---- 7. the table, LAST ---------------------------------------------------------------------
+# ---- 8. the table, LAST ---------------------------------------------------------------------
 {
   echo "## Strata GPU check ($(date -u +%Y-%m-%dT%H:%MZ), $((SECONDS - START)) s of ${BUDGET} s)"
   echo
@@ -227,5 +280,10 @@ fi
   section "strata-bench-gpu (8B-shaped, F16)" "== bench_gpu_f16 " "$OUT/bench_gpu.log"
   section "transformers peer (8B-shaped, bf16, eager PyTorch)" "== transformers_peer " \
     "$OUT/peer.log"
+  section "strata-server, 1B-shaped Q4_K (greedy against --backend cpu)" "== server_small-q4_k " \
+    "$OUT/server.log"
+  section "strata-server, 8B-shaped Q4_K" "== server_8b-q4_k " "$OUT/server.log"
+  section "strata-server, ${STRATA_CHECK_REAL_MODEL:-real model}" "== server_real " \
+    "$OUT/server.log"
 } >"$TABLE"
 cat "$TABLE"

@@ -7,6 +7,7 @@
 
 #include "strata/common/check.h"
 #include "strata/common/logging.h"
+#include "strata/engine/request_limits.h"
 #include "strata/engine/sequence.h"
 #include "strata/sampling/finish_checker.h"
 #include "strata/sampling/sampler.h"
@@ -122,21 +123,9 @@ StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
                                   std::to_string(config.vocab_size) + ")");
     }
   }
-  const int64_t total = static_cast<int64_t>(request.prompt.size()) + request.params.max_tokens;
-  const int64_t context = options_.scheduler.max_model_len;
-  if (total > context) {
-    return InvalidArgumentError("prompt (" + std::to_string(request.prompt.size()) +
-                                " tokens) + max_tokens (" +
-                                std::to_string(request.params.max_tokens) +
-                                ") must be at most the context length " + std::to_string(context));
-  }
-  // The last generated token is never run, so the KV peaks at total - 1 tokens.
-  const int64_t cache_tokens = int64_t{kv_.num_blocks()} * kv_.block_size();
-  if (total - 1 > cache_tokens) {
-    return InvalidArgumentError("prompt + max_tokens (" + std::to_string(total) +
-                                " tokens) exceed the whole KV cache (" +
-                                std::to_string(cache_tokens) + " tokens)");
-  }
+  STRATA_RETURN_IF_ERROR(
+      CheckRequestFits(static_cast<int64_t>(request.prompt.size()), request.params.max_tokens,
+                       {options_.scheduler.max_model_len, kv_.num_blocks(), kv_.block_size()}));
   const RequestId id = next_id_.fetch_add(1);
   auto stream = std::make_shared<RequestStream>(id);
   Submission submission{id, std::move(request), stream, Clock::now()};

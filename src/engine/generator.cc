@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "strata/engine/request_limits.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
 #include "strata/sampling/finish_checker.h"
@@ -27,15 +28,11 @@ StatusOr<GenerationResult> Generator::Generate(
     const std::function<void(std::string_view)>& on_text) {
   const model::ModelConfig& config = backend_->config();
   STRATA_RETURN_IF_ERROR(sampling::Validate(params, static_cast<int>(config.vocab_size)));
-  if (prompt.empty()) return InvalidArgumentError("the prompt is empty");
-  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
-  if (total > config.context_length) {
-    return InvalidArgumentError("prompt (" + std::to_string(prompt.size()) +
-                                " tokens) + max_tokens (" + std::to_string(params.max_tokens) +
-                                ") must be at most the context length " +
-                                std::to_string(config.context_length));
-  }
   const backend::KvGeometry geometry = backend_->kv_geometry();
+  STRATA_RETURN_IF_ERROR(
+      CheckRequestFits(static_cast<int64_t>(prompt.size()), params.max_tokens,
+                       {config.context_length, geometry.num_blocks, geometry.block_size}));
+  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
   kv::BlockPool pool(geometry.num_blocks);
   kv::BlockTable table(geometry.block_size);
   std::vector<kv::BlockId> ids;

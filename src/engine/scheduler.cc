@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "strata/common/check.h"
+#include "strata/engine/request_limits.h"
 
 namespace strata::engine {
 
@@ -45,30 +46,9 @@ Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
   STRATA_CHECK(seq->prompt_len == seq->num_tokens());
   STRATA_CHECK(!sequences_.contains(seq->id) && !kv_->IsLive(seq->id));
 
-  const int64_t prompt_len = seq->prompt_len;
-  const int64_t max_tokens = seq->max_tokens;
-  if (prompt_len == 0) return InvalidArgumentError("the prompt must not be empty");
-  if (max_tokens < 1) {
-    return InvalidArgumentError("max_tokens must be at least 1, got " + std::to_string(max_tokens));
-  }
-  // Written so that no sum overflows whatever max_tokens is.
-  if (max_tokens > config_.max_model_len - prompt_len) {
-    return InvalidArgumentError(
-        "prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
-        std::to_string(max_tokens) + ") exceed the model's context of " +
-        std::to_string(config_.max_model_len) + " tokens; shorten the prompt or lower max_tokens");
-  }
-  // The last generated token is never run through a forward, so its KV is never written.
-  const int64_t kv_tokens = prompt_len + max_tokens - 1;
-  const int64_t block_size = kv_->block_size();
-  const int64_t blocks = (kv_tokens + block_size - 1) / block_size;
-  if (blocks > kv_->num_blocks()) {
-    return InvalidArgumentError(
-        "prompt (" + std::to_string(prompt_len) + " tokens) + max_tokens (" +
-        std::to_string(max_tokens) + ") need " + std::to_string(blocks) + " KV cache blocks of " +
-        std::to_string(block_size) + " tokens, but the whole cache holds " +
-        std::to_string(kv_->num_blocks()) + "; shorten the prompt or lower max_tokens");
-  }
+  STRATA_RETURN_IF_ERROR(
+      CheckRequestFits(seq->prompt_len, seq->max_tokens,
+                       {config_.max_model_len, kv_->num_blocks(), kv_->block_size()}));
 
   seq->arrival = next_arrival_++;
   Sequence* raw = seq.get();

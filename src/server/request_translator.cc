@@ -141,13 +141,8 @@ StatusOr<TranslatedRequest> RequestTranslator::Translate(const v1::GenerateReque
   STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(request));
   STRATA_ASSIGN_OR_RETURN(out.request.params, Sampling(request.sampling(), drawn_seed));
   out.seed = out.request.params.seed;
-  const int64_t prompt = static_cast<int64_t>(out.request.prompt.size());
-  if (prompt + out.request.params.max_tokens > limits_.context_length) {
-    return InvalidArgumentError(
-        "the prompt (" + std::to_string(prompt) + " tokens) + sampling.max_tokens (" +
-        std::to_string(out.request.params.max_tokens) + ") must be at most the context length " +
-        std::to_string(limits_.context_length));
-  }
+  // Whether prompt + max_tokens fit the context and the KV cache is the engine's to say
+  // (engine/request_limits.h), once for every transport.
   return out;
 }
 

@@ -120,10 +120,19 @@ int RunServer(const ServerConfig& config) {
     SetLogFormat(*format);
   }
 
+  // The backend kind is settled before any port is bound: `--backend cuda` on a machine that
+  // cannot run it is one clear line and exit 1, not a server that never becomes ready.
+  StatusOr<backend::BackendKind> kind = backend::ParseBackendKind(config.backend);
+  if (kind.ok()) kind = backend::ResolveBackendKind(*kind);
+  if (!kind.ok()) {
+    Log(LogLevel::kError, "cannot use the backend", {{"error", kind.status().message()}});
+    return 1;
+  }
+
   metrics::BuildInfo build;
   build.version = STRATA_VERSION;
   build.commit = STRATA_COMMIT;
-  build.backend = "cpu";
+  build.backend = std::string(backend::BackendKindName(*kind));
   build.model = config.model.substr(config.model.find_last_of('/') + 1);
   metrics::ServerMetrics metrics(build);
 

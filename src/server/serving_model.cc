@@ -4,7 +4,6 @@
 #include <sstream>
 #include <utility>
 
-#include "strata/backend/cpu/matmul.h"
 #include "strata/common/logging.h"
 #include "strata/model/ggml_type.h"
 
@@ -35,6 +34,24 @@ uint64_t ModelSalt(const std::string& path, uint64_t size) {
 }
 
 }  // namespace
+
+StatusOr<backend::BackendSpec> BackendSpecFromConfig(const ServerConfig& config) {
+  backend::BackendSpec spec;
+  STRATA_ASSIGN_OR_RETURN(spec.kind, backend::ParseBackendKind(config.backend));
+  spec.block_size = config.kv_block_size;
+  spec.kv_budget_bytes = config.kv_budget_bytes;
+  spec.threads = config.threads;
+  spec.kv_dtype =
+      config.kv_dtype == "f32" ? backend::cpu::KvDtype::kF32 : backend::cpu::KvDtype::kF16;
+  if (!backend::cpu::ParseMatMulPrecision(config.matmul_precision, &spec.matmul_precision)) {
+    return InvalidArgumentError("--matmul-precision must be fp32 or int8, got '" +
+                                config.matmul_precision + "'");
+  }
+  spec.device = config.device;
+  spec.gpu_memory_fraction = config.gpu_memory_fraction;
+  spec.cuda_graphs = config.cuda_graphs;
+  return spec;
+}
 
 std::string FileTypeName(int64_t file_type) {
   switch (file_type) {
@@ -126,18 +143,8 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
             {{"model", config.model}});
   }
 
-  backend::cpu::CpuBackendOptions backend_options;
-  backend_options.num_threads = config.threads;
-  backend_options.kv_budget_bytes = config.kv_budget_bytes;
-  backend_options.kv_dtype =
-      config.kv_dtype == "f32" ? backend::cpu::KvDtype::kF32 : backend::cpu::KvDtype::kF16;
-  backend_options.block_size = config.kv_block_size;
-  if (!backend::cpu::ParseMatMulPrecision(config.matmul_precision,
-                                          &backend_options.matmul_precision)) {
-    return InvalidArgumentError("--matmul-precision must be fp32 or int8, got '" +
-                                config.matmul_precision + "'");
-  }
-  STRATA_ASSIGN_OR_RETURN(m->backend, backend::cpu::CpuBackend::Create(*m->file, backend_options));
+  STRATA_ASSIGN_OR_RETURN(backend::BackendSpec spec, BackendSpecFromConfig(config));
+  STRATA_ASSIGN_OR_RETURN(m->backend, backend::CreateBackend(*m->file, spec));
   const model::ModelConfig& model_config = m->backend->config();
 
   engine::EngineOptions engine_options;
@@ -172,7 +179,6 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   const int64_t context =
       config.max_model_len > 0 ? config.max_model_len : model_config.context_length;
   TranslatorLimits limits;
-  limits.context_length = context;
   limits.max_prompt_bytes = static_cast<size_t>(config.max_message_bytes);
   limits.default_max_tokens = config.default_max_tokens;
   m->translator =
@@ -195,12 +201,7 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   const engine::EngineStats stats = m->engine->Stats();
   info.set_kv_cache_tokens(int64_t{stats.kv.num_blocks} * config.kv_block_size);
   info.set_max_queued_requests(static_cast<int32_t>(config.max_queued_requests));
-  // int8 runs only where the CPU has the integer kernels (the fp32 ones otherwise): say which.
-  const bool int8 = backend_options.matmul_precision == backend::cpu::MatMulPrecision::kInt8 &&
-                    backend::cpu::MatMulInt8Supports(model::GgmlType::kQ8_0);
-  info.set_backend("cpu (" + std::string(backend::cpu::MatMulIsa()) + ", " +
-                   std::to_string(m->backend->num_threads()) + " threads, " +
-                   (int8 ? "int8" : "fp32") + " matmul)");
+  info.set_backend(m->backend->Describe());
   info.set_version(std::string(STRATA_VERSION) + " (" + STRATA_COMMIT + ")");
   return m;
 }

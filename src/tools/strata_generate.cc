@@ -1,5 +1,5 @@
-// strata-generate: writes text from a model on the CPU backend, streaming as it is produced,
-// and ends with the prompt and generation speeds.
+// strata-generate: writes text from a model on any backend (--backend), streaming as it is
+// produced, and ends with the prompt and generation speeds.
 //
 //   strata-generate --model MODEL.gguf (--prompt TEXT | --chat TEXT [--system TEXT]) [flags]
 //
@@ -11,7 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/backend/backend_factory.h"
+#include "strata/backend/backend_flags.h"
 #include "strata/common/tool_args.h"
 #include "strata/engine/generator.h"
 #include "strata/model/gguf_file.h"
@@ -34,14 +35,9 @@ constexpr char kUsage[] =
     "  --seed N                 sampling seed (default 0)\n"
     "  --stop TEXT              stop string (repeatable)\n"
     "  --ignore-eos             keep going past end-of-generation tokens\n"
-    "  --threads N              CPU threads (default: one per core)\n"
-    "  --kv-budget-bytes N      KV cache memory (default 268435456)\n"
-    "  --kv-dtype f16|f32       KV cache storage type (default f16)\n"
-    "  --matmul-precision fp32|int8\n"
-    "                           matmul activations (default fp32; int8: faster batches on\n"
-    "                           AVX-512 VNNI CPUs, slightly different logits)\n"
     "  --prefill-chunk N        prompt tokens per forward pass (default 512)\n"
-    "  --quiet                  print only the generated text\n";
+    "  --quiet                  print only the generated text\n"
+    "backend:\n";
 
 constexpr strata::ToolArgs kArgs("strata-generate", /*usage_exit_code=*/2);
 
@@ -54,11 +50,12 @@ int main(int argc, char** argv) {
   strata::sampling::SamplingParams params;
   params.temperature = 0;
   params.max_tokens = 128;
-  strata::backend::cpu::CpuBackendOptions options;
+  strata::backend::BackendSpec spec;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(strata::backend::kBackendFlagsUsage, stdout);
       return 0;
     }
     if (flag == "--quiet") {
@@ -71,7 +68,11 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)", 2);
     const char* v = argv[++i];
-    if (flag == "--model")
+    if (strata::backend::IsBackendFlag(flag)) {
+      if (auto applied = strata::backend::ApplyBackendFlag(flag, v, &spec); !applied.ok()) {
+        kArgs.Fail(applied.message(), 2);
+      }
+    } else if (flag == "--model")
       model_path = v;
     else if (flag == "--prompt")
       prompt = v;
@@ -101,35 +102,20 @@ int main(int argc, char** argv) {
       params.seed = static_cast<uint64_t>(kArgs.Int(flag, v));
     else if (flag == "--stop")
       params.stop.push_back(v);
-    else if (flag == "--threads")
-      options.num_threads = static_cast<int>(kArgs.Int(flag, v));
-    else if (flag == "--kv-budget-bytes")
-      options.kv_budget_bytes = kArgs.Int(flag, v);
     else if (flag == "--prefill-chunk")
       prefill_chunk = kArgs.Int(flag, v);
-    else if (flag == "--kv-dtype") {
-      if (std::strcmp(v, "f16") != 0 && std::strcmp(v, "f32") != 0) {
-        kArgs.Fail("--kv-dtype must be f16 or f32", 2);
-      }
-      options.kv_dtype = std::strcmp(v, "f16") == 0 ? strata::backend::cpu::KvDtype::kF16
-                                                    : strata::backend::cpu::KvDtype::kF32;
-    } else if (flag == "--matmul-precision") {
-      if (!strata::backend::cpu::ParseMatMulPrecision(v, &options.matmul_precision)) {
-        kArgs.Fail("--matmul-precision must be fp32 or int8", 2);
-      }
-    } else {
+    else {
       kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
     }
   }
   if (model_path.empty()) kArgs.Fail("--model is required (see --help)", 2);
   if (prompt.empty() == chat.empty()) kArgs.Fail("give exactly one of --prompt and --chat", 2);
-  if (options.num_threads < 0) kArgs.Fail("--threads must be >= 0", 2);
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());
   auto tokenizer = strata::tokenizer::Tokenizer::FromGguf(*file);
   if (!tokenizer.ok()) kArgs.Fail(tokenizer.status().ToString());
-  auto backend = strata::backend::cpu::CpuBackend::Create(*file, options);
+  auto backend = strata::backend::CreateBackend(*file, spec);
   if (!backend.ok()) kArgs.Fail(backend.status().ToString());
 
   std::vector<int32_t> ids;
@@ -164,13 +150,13 @@ int main(int argc, char** argv) {
     const double decode_tokens = static_cast<double>(s.generated_tokens - 1);
     std::fprintf(stderr,
                  "[strata] finish: %s | prompt: %lld tokens in %.3f s (%.1f tokens/s) | "
-                 "generation: %lld tokens in %.3f s (%.1f tokens/s) | %d threads\n",
+                 "generation: %lld tokens in %.3f s (%.1f tokens/s) | %s\n",
                  std::string(strata::sampling::FinishReasonName(result->finish_reason)).c_str(),
                  static_cast<long long>(s.prompt_tokens), s.prefill_seconds,
                  s.prefill_seconds > 0 ? s.prompt_tokens / s.prefill_seconds : 0.0,
                  static_cast<long long>(s.generated_tokens), s.decode_seconds,
                  s.decode_seconds > 0 ? decode_tokens / s.decode_seconds : 0.0,
-                 (*backend)->num_threads());
+                 (*backend)->Describe().c_str());
   }
   return 0;
 }

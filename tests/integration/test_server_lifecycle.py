@@ -125,3 +125,44 @@ def test_a_bad_setting_exits_with_a_clear_message():
                         "--metrics-port", "0"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert "cannot load the model" in r.stderr
+
+
+def _cuda_device_visible():
+    import shutil
+    import subprocess
+    smi = shutil.which("nvidia-smi")
+    return smi is not None and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
+def test_backend_cuda_without_a_device_is_one_line_and_exit_1_before_binding():
+    if _cuda_device_visible():
+        pytest.skip("this machine has a CUDA device")
+    import socket
+    import subprocess
+    from strata_server import build_dir, model_path
+    binary = build_dir() / "src" / "tools" / "strata-server"
+    with socket.socket() as s:  # a port the server would bind if it got that far
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = subprocess.run([str(binary), "--model", str(model_path()), "--backend", "cuda",
+                        "--grpc-port", str(port), "--metrics-port", "0", "--log-format", "text"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "backend cuda" in lines[0] and ("no CUDA device" in lines[0]
+                                           or "no CUDA backend" in lines[0]), lines[0]
+    assert "listening" not in r.stderr
+
+
+def test_backend_auto_on_a_cpu_machine_serves_on_the_cpu_and_says_so():
+    if _cuda_device_visible():
+        pytest.skip("this machine has a CUDA device")
+    server = Server("--backend", "auto")
+    try:
+        server.wait_serving()
+        info = server.stub.GetModelInfo(pb.GetModelInfoRequest())
+        assert info.backend.startswith("cpu ("), info.backend
+        assert 'backend="cpu"' in server.metrics_text(), "strata_build_info{backend} is not cpu"
+    finally:
+        server.stop()

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/common/status.h"
@@ -65,6 +67,12 @@ class Backend {
 
   virtual const model::ModelConfig& config() const = 0;
   virtual KvGeometry kv_geometry() const = 0;
+
+  // "cpu" or "cuda": the kind, as metrics labels and --backend name it.
+  virtual std::string_view name() const = 0;
+  // One line for logs and ModelInfo.backend: "cpu (avx512, 2 threads, int8 matmul)",
+  // "cuda (NVIDIA H200, sm_90, 139 GiB, graphs on)".
+  virtual std::string Describe() const = 0;
 };
 
 }  // namespace strata::backend

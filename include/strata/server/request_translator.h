@@ -26,7 +26,6 @@
 namespace strata::server {
 
 struct TranslatorLimits {
-  int64_t context_length = 0;          // prompt + max_tokens at most (tokens)
   size_t max_prompt_bytes = 1 << 20;   // a prompt string, or all chat contents together
   size_t max_prompt_tokens = 1 << 20;  // token-id input
   size_t max_chat_messages = 1024;

@@ -27,13 +27,17 @@ namespace strata::server {
 
 struct ServerConfig {
   // Model and backend.
-  std::string model;          // GGUF file (required)
-  std::string chat_template;  // "" = detect from the model
-  int32_t threads = 0;        // CPU threads; 0 = one per core
+  std::string model;                 // GGUF file (required)
+  std::string chat_template;         // "" = detect from the model
+  std::string backend = "auto";      // "auto", "cpu" or "cuda" (backend_factory.h)
+  int32_t device = 0;                // CUDA device ordinal
+  double gpu_memory_fraction = 0.9;  // CUDA: share of free memory for KV and workspaces
+  bool cuda_graphs = true;           // CUDA: replay decode steps as graphs
+  int32_t threads = 0;               // CPU threads; 0 = one per core
   // "int8" or "fp32" (CPU matmul activations). int8, as llama.cpp does, is the faster one for
   // every batch size on AVX-512 VNNI CPUs; elsewhere it runs the fp32 kernels.
   std::string matmul_precision = "int8";
-  int64_t kv_budget_bytes = int64_t{256} << 20;
+  int64_t kv_budget_bytes = 0;   // 0 = the backend's default (CPU 256 MiB, CUDA from the fraction)
   std::string kv_dtype = "f16";  // "f16" or "f32"
   int32_t kv_block_size = 16;    // tokens per KV block
 

@@ -1,6 +1,6 @@
 // ServingModel: everything strata-server serves one model with, loaded from a ServerConfig:
-// the mapped GGUF file, its tokenizer and chat template, the CPU backend, the engine (not yet
-// started) with the prefix cache pre-loaded, the request translator and the ModelInfo the
+// the mapped GGUF file, its tokenizer and chat template, the backend (CreateBackend), the engine
+// (not yet started) with the prefix cache pre-loaded, the request translator and the ModelInfo the
 // GetModelInfo call returns.
 //
 // Ownership: the ServingModel owns all of it; members are declared in dependency order so they
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/backend/backend_factory.h"
 #include "strata/common/status.h"
 #include "strata/engine/engine.h"
 #include "strata/model/gguf_file.h"
@@ -29,7 +29,7 @@ struct ServingModel {
   std::unique_ptr<model::GgufFile> file;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<tokenizer::ChatTemplate> chat_template;  // null: the model has none
-  std::unique_ptr<backend::cpu::CpuBackend> backend;
+  std::unique_ptr<backend::Backend> backend;               // from CreateBackend: cpu or cuda
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<RequestTranslator> translator;
   v1::ModelInfo info;
@@ -40,6 +40,10 @@ struct ServingModel {
 StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
     const ServerConfig& config,
     std::function<void(const engine::EngineStats&, bool)> step_observer);
+
+// The backend settings of `config`: INVALID_ARGUMENT for an unknown --backend or
+// --matmul-precision (LoadServerConfig already refuses both; this is for configs built in code).
+StatusOr<backend::BackendSpec> BackendSpecFromConfig(const ServerConfig& config);
 
 // The prompts of a --preload-prompts file: one per line, with "\n" standing for a line break
 // and "\\" for a backslash; blank lines are skipped. INVALID_ARGUMENT naming the line for an

@@ -78,6 +78,14 @@ KvGeometry CpuBackend::kv_geometry() const {
   return g;
 }
 
+std::string CpuBackend::Describe() const {
+  // int8 runs only where the CPU has the integer kernels (the fp32 ones otherwise): say which.
+  const bool int8 = options_.matmul_precision == MatMulPrecision::kInt8 &&
+                    MatMulInt8Supports(model::GgmlType::kQ8_0);
+  return "cpu (" + std::string(MatMulIsa()) + ", " + std::to_string(num_threads()) + " threads, " +
+         (int8 ? "int8" : "fp32") + " matmul)";
+}
+
 Status CpuBackend::Validate(const Batch& batch) const {
   return ValidateBatch(batch, config_, kv_->config().block_size, kv_->config().num_blocks);
 }

@@ -78,6 +78,12 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile
                                 " does not exist; this process sees " + std::to_string(devices));
   }
   STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  cudaDeviceProp prop{};
+  STRATA_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
+  impl->description = "cuda (" + std::string(prop.name) + ", sm_" + std::to_string(prop.major) +
+                      std::to_string(prop.minor) + ", " +
+                      std::to_string(static_cast<int64_t>(prop.totalGlobalMem >> 30)) + " GiB, " +
+                      (options.cuda_graphs ? "graphs on" : "graphs off") + ")";
   STRATA_ASSIGN_OR_RETURN(impl->stream, Stream::Create());
   cudaStream_t stream = impl->stream.get();
   STRATA_ASSIGN_OR_RETURN(impl->weights, UploadWeights(host_weights, c, stream));
@@ -171,6 +177,8 @@ KvGeometry CudaBackend::kv_geometry() const {
   g.bytes_per_block = impl_->bytes_per_block;
   return g;
 }
+
+std::string CudaBackend::Describe() const { return impl_->description; }
 
 int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
 int64_t CudaBackend::kv_bytes() const { return impl_->kv.bytes(); }

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "device_matmul.h"
 #include "device_memory.h"
@@ -65,6 +66,7 @@ struct StepRun {
 
 struct CudaBackend::Impl {
   CudaBackendOptions options;
+  std::string description;  // Describe()'s line
   model::ModelConfig config;
 
   Stream stream;  // declared first: destroyed last

@@ -12,6 +12,7 @@
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/engine/generator.h"
 #include "strata/model/gguf_file.h"
+#include "support/failing_backend.h"
 #include "support/tiny_llama.h"
 
 namespace strata::engine {
@@ -429,10 +430,62 @@ TEST_F(EngineTest, RequestBeyondTheWholeCacheIsRejectedUpFront) {
   EXPECT_NE(s.status().message().find("KV cache"), std::string::npos) << s.status().message();
 }
 
+TEST_F(EngineTest, AFailingStepFailsOnlyThatStepsRequestsAndFreesTheirBlocks) {
+  auto real = MakeBackend(int64_t{1} << 20);
+  // One sequence per step: the third step belongs to the first request alone.
+  testing::FailingBackend backend(real.get(), {2}, InternalError("the device fell over"));
+  EngineOptions options;
+  options.scheduler.max_batch_size = 1;
+  options.enable_prefix_caching = false;
+  auto engine = MakeEngine(&backend, options);
+  ASSERT_NE(engine, nullptr);
+  const int32_t all_blocks = engine->Stats().kv.num_blocks;
+  Request a;
+  a.prompt = Prompt(1, 6);
+  a.params = Greedy(6);
+  Request b;
+  b.prompt = Prompt(2, 7);
+  b.params = Greedy(6);
+  auto sa = engine->Submit(a);
+  auto sb = engine->Submit(b);
+  ASSERT_TRUE(sa.ok() && sb.ok());
+
+  // Drain expects every step to succeed: step by hand through the failure.
+  std::vector<Output> out(2);
+  int failed_steps = 0;
+  for (int step = 0; step < 1000 && !(out[0].finish && out[1].finish); ++step) {
+    bool did_work = false;
+    if (!engine->Step(&did_work).ok()) ++failed_steps;
+    Collect(**sa, &out[0]);
+    Collect(**sb, &out[1]);
+  }
+  EXPECT_EQ(failed_steps, 1);
+  EXPECT_EQ(backend.failed_batch_sizes(), std::vector<int64_t>{1});
+  ASSERT_TRUE(out[0].finish.has_value());
+  EXPECT_EQ(*out[0].finish, FinishReason::kError);
+  EXPECT_EQ(out[0].error.code(), StatusCode::kInternal);
+  EXPECT_NE(out[0].error.message().find("the device fell over"), std::string::npos);
+  EXPECT_EQ(out[0].tokens.size(), 2u);  // the two steps before the failure
+
+  ASSERT_TRUE(out[1].finish.has_value());
+  EXPECT_EQ(*out[1].finish, FinishReason::kLength);
+  EXPECT_EQ(out[1].tokens, Alone(b.prompt, b.params));
+
+  const EngineStats stats = engine->Stats();
+  EXPECT_EQ(stats.kv.used_blocks, 0);
+  EXPECT_EQ(stats.kv.free_blocks, all_blocks);
+}
+
 TEST_F(EngineTest, LoopThreadServesConcurrentClientsAndStopCancelsTheRest) {
   auto backend = MakeBackend(int64_t{1} << 20);
   EngineOptions options;
   options.scheduler.max_batched_tokens = 16;
+  // Once armed, every step that ran a batch takes 50 ms more, so that the last request is
+  // certainly still running when Stop comes (its 54 remaining steps would take 2.7 s).
+  std::atomic<bool> slow_steps{false};
+  options.step_observer = [&slow_steps](const EngineStats&, bool ran_batch) {
+    if (ran_batch && slow_steps.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
   auto engine = MakeEngine(backend.get(), options);
   engine->Start();
   constexpr int kClients = 4;
@@ -461,17 +514,22 @@ TEST_F(EngineTest, LoopThreadServesConcurrentClientsAndStopCancelsTheRest) {
     EXPECT_EQ(got[c], Alone(r.prompt, r.params)) << "client " << c;
     EXPECT_EQ(reasons[c], FinishReason::kLength);
   }
-  // A long request still running when the engine stops ends as cancelled.
+  // A long request still running when the engine stops ends as cancelled, with the tokens it
+  // made so far.
+  slow_steps = true;
   Request r;
   r.prompt = Prompt(9, 4);
   r.params = Greedy(55);
   auto s = engine->Submit(r);
   ASSERT_TRUE(s.ok());
+  StreamChunk first;
+  ASSERT_TRUE((*s)->Next(&first, std::chrono::seconds(60)));  // it is running
   engine->Stop();
   Output out;
   Collect(**s, &out);
   ASSERT_TRUE(out.finish.has_value());
-  EXPECT_TRUE(*out.finish == FinishReason::kCancelled || *out.finish == FinishReason::kLength);
+  EXPECT_EQ(*out.finish, FinishReason::kCancelled);
+  EXPECT_LT(first.token_ids.size() + out.tokens.size(), 55u);
   EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kUnavailable);
 }
 

@@ -150,6 +150,37 @@ TEST(ServerConfig, OneNameInFlagsFileAndEnvironment) {
   }
 }
 
+TEST(ServerConfig, BackendSettingsComeFromEverySourceAndAreChecked) {
+  StatusOr<ServerConfig> d = Load({{"--model", "m.gguf"}});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->backend, "auto");
+  EXPECT_EQ(d->device, 0);
+  EXPECT_DOUBLE_EQ(d->gpu_memory_fraction, 0.9);
+  EXPECT_TRUE(d->cuda_graphs);
+  EXPECT_EQ(d->kv_budget_bytes, 0);  // the backend's own default
+
+  Inputs in({"--model", "m.gguf", "--gpu-memory-fraction", "0.5", "--cuda-graphs", "false"},
+            {{"STRATA_BACKEND", "cuda"}, {"STRATA_DEVICE", "1"}});
+  StatusOr<ServerConfig> c = Load(in);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backend, "cuda");
+  EXPECT_EQ(c->device, 1);
+  EXPECT_DOUBLE_EQ(c->gpu_memory_fraction, 0.5);
+  EXPECT_FALSE(c->cuda_graphs);
+
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--backend", "gpu"},
+                                                        {"--device", "-1"},
+                                                        {"--gpu-memory-fraction", "0"},
+                                                        {"--gpu-memory-fraction", "1.5"},
+                                                        {"--cuda-graphs", "sometimes"}}) {
+    StatusOr<ServerConfig> bad = Load({{"--model", "m.gguf", flag, value}});
+    ASSERT_FALSE(bad.ok()) << flag << " " << value;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(flag), std::string::npos) << bad.status().message();
+  }
+}
+
 // docs/configuration.md documents every setting (its flag, file name and variable).
 TEST(ServerConfig, TheDocsListEverySetting) {
   std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/docs/configuration.md");

@@ -37,6 +37,8 @@ class CpuBackend final : public Backend {
   Status Forward(const Batch& batch, std::vector<float>* logits) override;
   const model::ModelConfig& config() const override { return config_; }
   KvGeometry kv_geometry() const override;
+  std::string_view name() const override { return "cpu"; }
+  std::string Describe() const override;
 
   const model::ModelWeights& weights() const { return weights_; }
   int num_threads() const { return pool_->size(); }

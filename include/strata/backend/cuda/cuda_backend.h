@@ -66,6 +66,8 @@ class CudaBackend final : public Backend {
   Status Forward(const Batch& batch, std::vector<float>* logits) override;
   const model::ModelConfig& config() const override;
   KvGeometry kv_geometry() const override;
+  std::string_view name() const override { return "cuda"; }
+  std::string Describe() const override;
 
   // Device memory taken by the weights, and by the KV pool, in bytes.
   int64_t weight_bytes() const;

@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""The real strata-server on a GPU, driven over gRPC the way a client would drive it.
+
+    server_check.py --bin DIR --model MODEL.gguf --label NAME --out RESULTS.json
+                    [--backend cuda] [--reference-backend cpu] [--prompts 8] [--max-tokens 16]
+                    [--streams 64] [--bench-concurrency 1,16,64] [--bench-requests N]
+
+Steps, each recorded (ok / FAILED with the reason) and none stopping the ones after it:
+  1. start `strata-server --backend BACKEND` from DIR in a clean environment (only PATH and
+     LD_LIBRARY_PATH pass) on loopback ports, and wait for GetModelInfo to answer;
+  2. greedy completions of --prompts fixed prompts (token ids, so no tokenizer is involved);
+  3. --streams concurrent GenerateStream calls, each must end with a finish reason;
+  4. the KV blocks back to idle: strata_kv_cache_free_blocks == strata_kv_cache_blocks on
+     /metrics once the streams are done (prefix-cached blocks count as free);
+  5. strata-bench (DIR/strata-bench) at each --bench-concurrency: TTFT/ITL P50/P99, tokens/s;
+  6. the same greedy prompts on a second server with --reference-backend (cpu), and the tokens
+     compared prompt by prompt.
+One JSON object per line goes to --out; a table is printed last. Exit 0 when every step passed.
+
+The stubs of proto/strata/v1 come from DIR/py (generated where grpc_tools exists, with the
+pure-Python protobuf they were generated against); grpcio comes from the machine.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROWS = []
+RESULTS = []
+
+
+def record(step, ok, detail, **data):
+    ROWS.append((step, "ok" if ok else "FAILED", detail))
+    RESULTS.append({"step": step, "ok": bool(ok), "detail": detail, **data})
+    print(f"-- {step}: {'ok' if ok else 'FAILED'}: {detail}", flush=True)
+
+
+class Server:
+    def __init__(self, bin_dir, model, backend, label, extra):
+        self.dir = Path(tempfile.mkdtemp(prefix=f"strata-{label}-"))
+        port_file = self.dir / "ports.json"
+        self.log_path = self.dir / "server.log"
+        env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", "")}
+        self.proc = subprocess.Popen(
+            [str(bin_dir / "strata-server"), "--model", str(model), "--backend", backend,
+             "--host", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0", "--port-file",
+             str(port_file), *extra],
+            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 120
+        while not port_file.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("strata-server did not bind its ports: " + self.log_tail())
+            time.sleep(0.05)
+        ports = json.loads(port_file.read_text())
+        self.grpc_port = ports["grpc_port"]
+        self.metrics_port = ports["metrics_port"]
+
+    def log_tail(self, n=6):
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def metrics(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as r:
+            values = {}
+            for line in r.read().decode().splitlines():
+                if line and not line.startswith("#"):
+                    name, _, value = line.rpartition(" ")
+                    values[name] = float(value)
+            return values
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def load_stubs(py_dir):
+    # The bundled protobuf is pure Python; the machine's own C extension (another version)
+    # must not be picked up through the shared `google` namespace.
+    os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
+    sys.path.insert(0, str(py_dir))
+    import grpc  # noqa: E402  (the machine's)
+    from strata.v1 import generation_pb2 as pb  # noqa: E402
+    return grpc, pb
+
+
+def connect(grpc, pb, server, timeout=300):
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    # Plain method handles with the generated messages: no generated service stubs, so the
+    # grpcio version on the machine does not have to match the one that generated them.
+    ser = lambda m: m.SerializeToString()  # noqa: E731
+    calls = {
+        "info": channel.unary_unary("/strata.v1.Generation/GetModelInfo", ser,
+                                    pb.ModelInfo.FromString),
+        "generate": channel.unary_unary("/strata.v1.Generation/Generate", ser,
+                                        pb.GenerateResponse.FromString),
+        "stream": channel.unary_stream("/strata.v1.Generation/GenerateStream", ser,
+                                       pb.GenerateStreamResponse.FromString),
+    }
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError("strata-server exited: " + server.log_tail())
+        try:
+            return calls, calls["info"](pb.GetModelInfoRequest(), timeout=5)
+        except grpc.RpcError as e:  # UNAVAILABLE while the model loads
+            last = e
+            time.sleep(0.2)
+    raise RuntimeError(f"no GetModelInfo answer in {timeout} s: {last}; " + server.log_tail())
+
+
+def prompts(vocab, n, seed=7):
+    rng = random.Random(seed)
+    # Ids away from the special tokens at the start of every vocabulary we serve.
+    lo, hi = min(1000, vocab // 4), vocab - 1
+    return [[rng.randint(lo, hi) for _ in range(8 + 5 * i)] for i in range(n)]
+
+
+def greedy(calls, pb, ids_list, max_tokens):
+    out = []
+    for ids in ids_list:
+        req = pb.GenerateRequest(token_ids=pb.TokenIds(ids=ids),
+                                 sampling=pb.SamplingParams(max_tokens=max_tokens, temperature=0,
+                                                            ignore_eos=True))
+        out.append(list(calls["generate"](req, timeout=300).token_ids))
+    return out
+
+
+def streams(calls, pb, vocab, n, max_tokens):
+    ids_list = prompts(vocab, n, seed=11)
+    results = [None] * n
+
+    def one(i):
+        req = pb.GenerateRequest(token_ids=pb.TokenIds(ids=ids_list[i][:24]),
+                                 sampling=pb.SamplingParams(max_tokens=max_tokens, temperature=0.8,
+                                                            seed=i, ignore_eos=True))
+        tokens, finish = 0, 0
+        try:
+            for msg in calls["stream"](req, timeout=300):
+                tokens += len(msg.token_ids)
+                finish = msg.finish_reason or finish
+            results[i] = (tokens, finish, None)
+        except Exception as e:  # noqa: BLE001  (recorded, not raised)
+            results[i] = (tokens, finish, str(e)[:200])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, time.monotonic() - t0
+
+
+def bench(bin_dir, server, concurrency, requests, prompt_tokens, output_tokens, vocab):
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        json_path = f.name
+    cmd = [str(bin_dir / "strata-bench"), "--target", "strata", "--addr",
+           f"127.0.0.1:{server.grpc_port}", "--concurrency", str(concurrency), "--num-requests",
+           str(requests), "--prompt-tokens", str(prompt_tokens), "--output-tokens",
+           str(output_tokens), "--token-ids", f"{min(1000, vocab // 4)}:{min(vocab - 1, 29999)}", "--json", json_path]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    lines = [json.loads(l) for l in Path(json_path).read_text().splitlines() if l.strip()] \
+        if Path(json_path).exists() else []
+    return proc, lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, type=Path)
+    ap.add_argument("--py", type=Path, default=None)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--label", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--reference-backend", default="cpu")
+    ap.add_argument("--server-flags", default="")
+    ap.add_argument("--reference-flags", default="")
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--streams", type=int, default=64)
+    ap.add_argument("--stream-tokens", type=int, default=32)
+    ap.add_argument("--bench-concurrency", default="1,16,64")
+    ap.add_argument("--bench-requests", type=int, default=0, help="0: 2 x concurrency, >= 8")
+    ap.add_argument("--bench-prompt-tokens", type=int, default=128)
+    ap.add_argument("--bench-output-tokens", type=int, default=64)
+    args = ap.parse_args()
+    grpc, pb = load_stubs(args.py or args.bin / "py")
+    label = args.label
+
+    server = None
+    served = None
+    try:
+        t0 = time.monotonic()
+        server = Server(args.bin, args.model, args.backend, label, args.server_flags.split())
+        calls, info = connect(grpc, pb, server)
+        record(f"{label}: start --backend {args.backend}", True,
+               f"{info.backend}; {info.kv_cache_tokens} KV tokens; "
+               f"{time.monotonic() - t0:.1f} s to serve",
+               backend=info.backend, kv_cache_tokens=info.kv_cache_tokens)
+        vocab = info.vocab_size
+        ids_list = prompts(vocab, args.prompts)
+        try:
+            served = greedy(calls, pb, ids_list, args.max_tokens)
+            record(f"{label}: greedy {args.backend}", True,
+                   f"{len(served)} prompts x {args.max_tokens} tokens", tokens=served)
+        except Exception as e:  # noqa: BLE001
+            record(f"{label}: greedy {args.backend}", False, str(e)[:200])
+        try:
+            results, secs = streams(calls, pb, vocab, args.streams, args.stream_tokens)
+            done = sum(1 for t, f, e in results if e is None and f != 0)
+            total = sum(t for t, _, _ in results)
+            errors = [e for _, _, e in results if e]
+            record(f"{label}: {args.streams} concurrent streams", done == args.streams,
+                   f"{done}/{args.streams} finished, {total} tokens in {secs:.2f} s"
+                   + (f"; first error: {errors[0]}" if errors else ""))
+        except Exception as e:  # noqa: BLE001
+            record(f"{label}: {args.streams} concurrent streams", False, str(e)[:200])
+        try:
+            time.sleep(0.5)  # one engine step publishes the gauges
+            m = server.metrics()
+            free = m.get("strata_kv_cache_free_blocks")
+            total = m.get("strata_kv_cache_blocks")
+            record(f"{label}: KV blocks back to idle", free is not None and free == total,
+                   f"free {free} of {total}")
+        except Exception as e:  # noqa: BLE001
+            record(f"{label}: KV blocks back to idle", False, str(e)[:200])
+        for c in [int(x) for x in args.bench_concurrency.split(",") if x]:
+            step = f"{label}: strata-bench c={c}"
+            try:
+                n = args.bench_requests or max(8, 2 * c)
+                proc, lines = bench(args.bin, server, c, n, args.bench_prompt_tokens,
+                                    args.bench_output_tokens, vocab)
+                if proc.returncode != 0 or not lines:
+                    record(step, False, (proc.stderr or proc.stdout)[-200:])
+                    continue
+                r = lines[-1]
+                record(step, True, summarize(r), bench=r)
+            except Exception as e:  # noqa: BLE001
+                record(step, False, str(e)[:200])
+    except Exception as e:  # noqa: BLE001
+        record(f"{label}: start --backend {args.backend}", False, str(e)[:300])
+    finally:
+        if server:
+            server.stop()
+
+    if args.reference_backend and served is not None:
+        ref = None
+        step = f"{label}: greedy {args.backend} == {args.reference_backend}"
+        try:
+            ref = Server(args.bin, args.model, args.reference_backend, label + "-ref",
+                         args.reference_flags.split())
+            calls, info = connect(grpc, pb, ref)
+            expected = greedy(calls, pb, ids_list, args.max_tokens)
+            same = sum(1 for a, b in zip(served, expected) if a == b)
+            first = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+                     for a, b in zip(served, expected)]
+            record(step, same == len(expected),
+                   f"{same}/{len(expected)} prompts identical; first differing position per "
+                   f"prompt: {first}", reference_backend=info.backend, reference=expected)
+        except Exception as e:  # noqa: BLE001
+            record(step, False, str(e)[:300])
+        finally:
+            if ref:
+                ref.stop()
+
+    with open(args.out, "a") as f:
+        for r in RESULTS:
+            f.write(json.dumps({"label": label, **r}) + "\n")
+    print(f"\n### strata-server ({label})\n")
+    print("| step | status | detail |\n|---|---|---|")
+    for step, status, detail in ROWS:
+        print(f"| {step} | {status} | {detail.replace('|', '/')} |")
+    return 0 if all(r["ok"] for r in RESULTS) else 1
+
+
+def summarize(line):
+    r = line.get("results", {})
+
+    def ms(key, q):
+        v = r.get(key, {}).get(q)
+        return f"{v:.1f}" if isinstance(v, (int, float)) else "?"
+    tput = r.get("output_tokens_per_s")
+    tput = f"{tput:.1f}" if isinstance(tput, (int, float)) else "?"
+    return (f"{r.get('completed', '?')} done, {r.get('errors', '?')} errors, "
+            f"TTFT P50/P99 {ms('ttft_ms', 'p50')}/{ms('ttft_ms', 'p99')} ms, ITL P50/P99 "
+            f"{ms('itl_ms', 'p50')}/{ms('itl_ms', 'p99')} ms, {tput} output tok/s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/gpu/run_gpu_tests.sh BUILD_DIR TEST_BINARY...
+# bench/gpu/run_gpu_tests.sh TEST_DIR TEST_BINARY...
 #
-# Runs each GoogleTest binary BUILD_DIR/tests/NAME directly (not through ctest, whose files name
+# Runs each GoogleTest binary TEST_DIR/NAME (a build's tests/, or a bundle) directly (not through ctest, whose files name
 # the paths of the machine that built them) and prints one "CHECK: NAME: ..." line per binary.
 # Honest by construction: a missing binary, a binary that runs zero tests, a non-zero exit or any
 # skipped test (on a machine with a device, a skip means the check did not happen) makes the
@@ -9,11 +9,11 @@
 # filtered out; STRATA_GPU_TEST_FILTER replaces that filter.
 set -u -o pipefail
 FILTER=${STRATA_GPU_TEST_FILTER:--*WithoutADevice*}
-BUILD=$1
+TEST_DIR=$1
 shift
 bad=0
 for t in "$@"; do
-  bin=$BUILD/tests/$t
+  bin=$TEST_DIR/$t
   if [[ ! -x "$bin" ]]; then
     echo "CHECK: $t: binary missing"
     bad=1

@@ -52,7 +52,7 @@ TEST(BackendKind, CpuStaysCpuAndAutoFollowsTheDevice) {
   EXPECT_FALSE(CudaBackendUsable() && !CudaBackendBuilt());
 }
 
-TEST(BackendKind, CudaWhereItCannotRunIsOneClearFailedPrecondition) {
+TEST(BackendKind, CudaWithoutADeviceIsOneClearFailedPrecondition) {
   if (CudaBackendUsable()) GTEST_SKIP() << "this machine can run the CUDA backend";
   StatusOr<BackendKind> kind = ResolveBackendKind(BackendKind::kCuda);
   ASSERT_FALSE(kind.ok());

@@ -17,6 +17,19 @@ int64_t LogitsRows(const SequenceSlice& seq) {
   return 1;
 }
 
+Status Backend::ForwardSampled(const Batch& batch, std::span<const RowSampling> rows,
+                               SampledStep* out) {
+  int64_t expected = 0;
+  for (const SequenceSlice& seq : batch.sequences) expected += LogitsRows(seq);
+  if (static_cast<int64_t>(rows.size()) != expected) {
+    return InvalidArgumentError("the batch has " + std::to_string(expected) + " logits rows but " +
+                                std::to_string(rows.size()) + " sampling rows were given");
+  }
+  STRATA_RETURN_IF_ERROR(Forward(batch, &out->logits));
+  out->tokens.assign(rows.size(), -1);
+  return OkStatus();
+}
+
 Status ValidateBatch(const Batch& batch, const model::ModelConfig& config, int32_t block_size,
                      int32_t num_blocks) {
   if (batch.sequences.empty()) return InvalidArgumentError("the batch has no sequence");

@@ -104,6 +104,7 @@ Engine::Engine(backend::Backend* backend, const tokenizer::Tokenizer* tokenizer,
       kv_(KvOptions(*backend, options)),
       scheduler_(ResolvedSchedulerConfig(*backend, options), &kv_),
       adaptive_(options.adaptive),
+      runner_(backend),
       queue_(options.max_queued_requests) {
   options_.scheduler = ResolvedSchedulerConfig(*backend, options);
   PublishStats(nullptr);
@@ -286,20 +287,21 @@ void Engine::TakeSubmissions() {
 }
 
 Status Engine::RunBatch(const SchedulerOutput& out) {
-  return backend_->Forward(MakeBatch(out, kv_), &logits_);
+  row_samplers_.clear();
+  for (const ScheduledSequence& s : out.scheduled) {
+    if (s.samples) row_samplers_.push_back(&live_.at(s.seq->id)->sampler);
+  }
+  return runner_.Run(MakeBatch(out, kv_), row_samplers_, &sampled_);
 }
 
 void Engine::Postprocess(const SchedulerOutput& out) {
-  const int64_t vocab = backend_->config().vocab_size;
-  int64_t row = 0;
+  size_t row = 0;
   int64_t generated = 0;
   for (const ScheduledSequence& s : out.scheduled) {
     if (!s.samples) continue;
     const RequestId id = s.seq->id;
     Live& live = *live_.at(id);
-    std::span<float> logits(logits_.data() + row * vocab, static_cast<size_t>(vocab));
-    ++row;
-    const int32_t token = live.sampler.Sample(logits);
+    const int32_t token = sampled_[row++];
     live.sampler.Accept(token);
     scheduler_.AppendToken(id, token);
     ++generated;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "strata/engine/model_runner.h"
 #include "strata/engine/request_limits.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
@@ -55,7 +56,9 @@ StatusOr<GenerationResult> Generator::Generate(
     if (on_text) on_text(text);
   };
 
-  std::vector<float> logits;
+  ModelRunner runner(backend_);
+  sampling::Sampler* const row[] = {&sampler};
+  std::vector<int32_t> sampled;
   const auto start = std::chrono::steady_clock::now();
   for (int64_t pos = 0; pos < static_cast<int64_t>(prompt.size()); pos += prefill_chunk_) {
     const int64_t len = std::min<int64_t>(prefill_chunk_, prompt.size() - pos);
@@ -64,14 +67,15 @@ StatusOr<GenerationResult> Generator::Generate(
     const bool last = pos + len == static_cast<int64_t>(prompt.size());
     batch.sequences.push_back({prompt.subspan(pos, len), pos, table.blocks(),
                                last ? backend::LogitsWanted::kLast : backend::LogitsWanted::kNone});
-    STRATA_RETURN_IF_ERROR(backend_->Forward(batch, &logits));
+    STRATA_RETURN_IF_ERROR(
+        runner.Run(batch, std::span<sampling::Sampler* const>(row, last ? 1 : 0), &sampled));
   }
   result.stats.prefill_seconds = SecondsSince(start);
 
   const auto decode_start = std::chrono::steady_clock::now();
   int64_t pos = static_cast<int64_t>(prompt.size());
   while (true) {
-    const int32_t token = sampler.Sample(std::span<float>(logits.data(), config.vocab_size));
+    const int32_t token = sampled.at(0);
     sampler.Accept(token);
     result.tokens.push_back(token);
     sampling::FinishChecker::Step step = checker.Append(token, detokenizer.Push(token));
@@ -85,7 +89,7 @@ StatusOr<GenerationResult> Generator::Generate(
     backend::Batch batch;
     batch.sequences.push_back(
         {std::span<const int32_t>(&result.tokens.back(), 1), pos, table.blocks()});
-    STRATA_RETURN_IF_ERROR(backend_->Forward(batch, &logits));
+    STRATA_RETURN_IF_ERROR(runner.Run(batch, row, &sampled));
     ++pos;
   }
   result.stats.decode_seconds = SecondsSince(decode_start);

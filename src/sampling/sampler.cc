@@ -412,6 +412,19 @@ Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt_t
 
 void Sampler::Accept(int32_t token) { penalties_.Push(token); }
 
+bool Sampler::BackendCanSample() const { return !penalties_.enabled() && params_.logprobs == 0; }
+
+double Sampler::DrawForBackend() { return params_.temperature > 0.0f ? rng_.NextDouble() : 0.0; }
+
+int32_t Sampler::SampleWithDraw(const SamplingParams& params, std::span<float> logits, double u) {
+  STRATA_CHECK(!logits.empty());
+  const ArgMax best = SanitizeAndArgMax(logits);
+  if (params.temperature > 0.0f && std::isfinite(best.value)) {
+    return SampleStochastic(params, logits, best.value, u);
+  }
+  return best.id;
+}
+
 int32_t Sampler::Sample(std::span<float> logits) {
   STRATA_CHECK(!logits.empty());
   STRATA_CHECK(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()));
@@ -423,14 +436,18 @@ int32_t Sampler::Sample(std::span<float> logits) {
   if (penalties_.Apply(logits)) best = FindArgMax(logits);
 
   int32_t chosen = best.id;
-  if (params_.temperature > 0.0f && std::isfinite(best.value)) {
-    chosen = SampleStochastic(logits, best.value);
+  if (params_.temperature > 0.0f) {
+    // One draw per sampled token whatever the logits hold, as DrawForBackend, so the
+    // generator's stream does not depend on where the token was sampled.
+    const double u = rng_.NextDouble();
+    if (std::isfinite(best.value)) chosen = SampleStochastic(params_, logits, best.value, u);
   }
   if (params_.logprobs > 0) FillLogprobs(scratch.raw_logits, raw_best.value, chosen);
   return chosen;
 }
 
-int32_t Sampler::SampleStochastic(std::span<float> logits, float max_logit) {
+int32_t Sampler::SampleStochastic(const SamplingParams& params, std::span<float> logits,
+                                  float max_logit, double u) {
   Scratch& scratch = ThreadScratch();
   const size_t vocab_size = logits.size();
   // Filters below compact in place without branching on each token where which tokens survive
@@ -439,16 +456,15 @@ int32_t Sampler::SampleStochastic(std::span<float> logits, float max_logit) {
   Candidate* const candidates = scratch.candidates.data();
   size_t count = 0;
 
-  const float inv_temperature = 1.0f / params_.temperature;
+  const float inv_temperature = 1.0f / params.temperature;
   // (logit - max) <= 0 before scaling, so no temperature overflows; the best token weighs 1.
   auto weight = [&](float logit) {
     return DeterministicExp((logit - max_logit) * inv_temperature);
   };
-  const double u = rng_.NextDouble();
 
   double total = 0.0;  // mass of the tokens top_k keeps, before min_p and top_p
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab_size) {
-    const Candidate kth = KthLargest(logits, static_cast<size_t>(params_.top_k), scratch);
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab_size) {
+    const Candidate kth = KthLargest(logits, static_cast<size_t>(params.top_k), scratch);
     ForEachAtLeast(logits, kth.value, [&](size_t i) {
       const Candidate c{logits[i], static_cast<int32_t>(i)};
       if (NotAfter(c, kth)) candidates[count++] = c;
@@ -458,28 +474,28 @@ int32_t Sampler::SampleStochastic(std::span<float> logits, float max_logit) {
       candidates[i].value = weight(candidates[i].value);
       total += candidates[i].value;
     }
-    if (params_.min_p > 0.0f) {
+    if (params.min_p > 0.0f) {
       size_t kept = 0;
       for (size_t i = 0; i < count; ++i) {
         const Candidate c = candidates[i];
         candidates[kept] = c;
-        kept += c.value >= params_.min_p;
+        kept += c.value >= params.min_p;
       }
       count = kept;
     }
   } else {
     for (float& x : logits) x = weight(x);
     total = SumBlocks(std::span<const float>(logits), scratch.block_sums);
-    if (params_.top_p >= 1.0f && params_.min_p <= 0.0f) {
+    if (params.top_p >= 1.0f && params.min_p <= 0.0f) {
       return Draw(std::span<const float>(logits), scratch.block_sums, total, u);
     }
     // Every token below `floor` can be dropped up front: min_p drops it anyway, and for top_p
     // such tokens together weigh less than vocab_size * (1 - top_p) * total / vocab_size, so
     // the survivors alone reach top_p and hold the whole nucleus. The best token (weight 1)
     // always survives: total <= vocab_size, and the clamp covers its rounding.
-    double floor = params_.min_p;
-    if (params_.top_p < 1.0f) {
-      floor = std::max(floor, (1.0 - params_.top_p) * total / static_cast<double>(vocab_size));
+    double floor = params.min_p;
+    if (params.top_p < 1.0f) {
+      floor = std::max(floor, (1.0 - params.top_p) * total / static_cast<double>(vocab_size));
     }
     floor = std::min(floor, 1.0);
     const float min_weight = std::max(static_cast<float>(floor), std::numeric_limits<float>::min());
@@ -489,10 +505,10 @@ int32_t Sampler::SampleStochastic(std::span<float> logits, float max_logit) {
     }
   }
 
-  if (params_.top_p < 1.0f) {
+  if (params.top_p < 1.0f) {
     const Candidate cut =
         RadixCut<Weigh::kMass>(std::span<const Candidate>(candidates, count),
-                               static_cast<double>(params_.top_p) * total, scratch);
+                               static_cast<double>(params.top_p) * total, scratch);
     size_t kept = 0;
     for (size_t i = 0; i < count; ++i) {
       const Candidate c = candidates[i];

@@ -48,6 +48,27 @@ int64_t LogitsRows(const SequenceSlice& seq);
 [[nodiscard]] Status ValidateBatch(const Batch& batch, const model::ModelConfig& config,
                                    int32_t block_size, int32_t num_blocks);
 
+// How one logits row is sampled when the backend samples it (ForwardSampled). The semantics are
+// strata::sampling::Sampler's without penalties and log-probabilities (kernels/sampling.h), with
+// the draw `u` supplied by the caller so that each request's seeded generator stays the only
+// source of randomness.
+struct RowSampling {
+  bool on_backend = false;   // false: the caller samples this row from its logits
+  float temperature = 0.0f;  // <= 0: greedy
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  double u = 0.0;            // the row's uniform draw in [0, 1)
+};
+
+// What ForwardSampled returns.
+struct SampledStep {
+  // [rows]: the token of each row the backend sampled, -1 for each row it did not.
+  std::vector<int32_t> tokens;
+  // [rows with tokens[r] == -1, vocab] fp32: those rows' logits, in row order.
+  std::vector<float> logits;
+};
+
 struct KvGeometry {
   int32_t block_size = 16;  // tokens per block
   int32_t num_blocks = 0;   // blocks the KV storage holds
@@ -68,10 +89,21 @@ class Backend {
   virtual const model::ModelConfig& config() const = 0;
   virtual KvGeometry kv_geometry() const = 0;
 
+  // Whether ForwardSampled samples the rows marked on_backend itself. When false it returns
+  // every row's logits (tokens all -1) and the caller samples them all.
+  virtual bool samples_on_backend() const { return false; }
+
+  // Runs the batch as Forward does, then, when samples_on_backend(), samples every row marked
+  // on_backend on the backend; only the other rows' logits come back. `rows` has one entry per
+  // logits row, in batch order (INVALID_ARGUMENT otherwise). The default runs Forward and
+  // returns every row's logits.
+  virtual Status ForwardSampled(const Batch& batch, std::span<const RowSampling> rows,
+                                SampledStep* out);
+
   // "cpu" or "cuda": the kind, as metrics labels and --backend name it.
   virtual std::string_view name() const = 0;
   // One line for logs and ModelInfo.backend: "cpu (avx512, 2 threads, int8 matmul)",
-  // "cuda (NVIDIA H200, sm_90, 139 GiB, graphs on)".
+  // "cuda (NVIDIA H200, sm_90, 139 GiB, graphs on, device sampling)".
   virtual std::string Describe() const = 0;
 };
 

@@ -33,11 +33,13 @@
 #include "strata/backend/backend.h"
 #include "strata/common/status.h"
 #include "strata/engine/adaptive_budget.h"
+#include "strata/engine/model_runner.h"
 #include "strata/engine/request.h"
 #include "strata/engine/request_stream.h"
 #include "strata/engine/scheduler.h"
 #include "strata/engine/submission_queue.h"
 #include "strata/kv/kv_cache_manager.h"
+#include "strata/sampling/sampler.h"
 #include "strata/tokenizer/tokenizer.h"
 
 namespace strata::engine {
@@ -144,7 +146,9 @@ class Engine {
   Scheduler scheduler_;
   AdaptiveBudget adaptive_;
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
-  std::vector<float> logits_;
+  ModelRunner runner_;
+  std::vector<sampling::Sampler*> row_samplers_;  // this step's, one per sampled row
+  std::vector<int32_t> sampled_;                  // this step's tokens, one per sampled row
   std::vector<int32_t> batch_tokens_;
 
   // Shared with other threads.

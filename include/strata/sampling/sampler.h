@@ -69,14 +69,27 @@ class Sampler {
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt_tokens);
 
   // Picks the next token from `logits` ([vocab_size], non-empty); may overwrite `logits` with
-  // unspecified values. Consumes exactly one draw of the generator unless the choice is greedy
-  // (temperature 0, or no finite maximum), so replaying the same calls in the same order gives
-  // the same tokens. Does not add the token to the penalty window: call Accept() for each
-  // token the sequence actually keeps (a speculative draft may be rejected).
+  // unspecified values. Consumes exactly one draw of the generator when temperature > 0 (even
+  // when no finite maximum leaves nothing to draw from), none at temperature 0, so replaying the
+  // same calls in the same order gives the same tokens. Does not add the token to the penalty
+  // window: call Accept() for each token the sequence actually keeps (a speculative draft may be
+  // rejected).
   int32_t Sample(std::span<float> logits);
 
   // Appends a kept token to the penalty window.
   void Accept(int32_t token);
+
+  // Sampling on a backend (Backend::ForwardSampled, the device kernels of kernels/sampling.h):
+  // possible when the request needs neither penalties nor log-probabilities. DrawForBackend
+  // consumes the draw Sample() would have (u in [0, 1) when temperature > 0, else 0 and no
+  // draw); the token the backend returns for it is SampleWithDraw(params(), logits, u), and is
+  // then passed to Accept() as usual.
+  bool BackendCanSample() const;
+  double DrawForBackend();
+
+  // The reference of backend sampling: steps 2-7 above with the given draw, no penalties, no
+  // log-probabilities. Equal to Sample() for a sampler that BackendCanSample() and drew `u`.
+  static int32_t SampleWithDraw(const SamplingParams& params, std::span<float> logits, double u);
 
   // Log-probabilities of the last Sample(); empty `top` and chosen = {} unless
   // params.logprobs > 0.
@@ -86,7 +99,8 @@ class Sampler {
   const PenaltyWindow& penalty_window() const { return penalties_; }
 
  private:
-  int32_t SampleStochastic(std::span<float> logits, float max_logit);
+  static int32_t SampleStochastic(const SamplingParams& params, std::span<float> logits,
+                                  float max_logit, double u);
   void FillLogprobs(std::span<const float> raw_logits, float raw_max, int32_t chosen);
 
   SamplingParams params_;

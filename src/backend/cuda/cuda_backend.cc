@@ -6,6 +6,7 @@
 #include "cuda_backend_impl.h"
 #include "cuda_status.h"
 #include "strata/kernels/dequantize.h"
+#include "strata/kernels/sampling.h"
 #include "strata/model/model_weights.h"
 
 namespace strata::backend::cuda {
@@ -80,10 +81,12 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile
   STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   cudaDeviceProp prop{};
   STRATA_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options.device));
-  impl->description = "cuda (" + std::string(prop.name) + ", sm_" + std::to_string(prop.major) +
-                      std::to_string(prop.minor) + ", " +
-                      std::to_string(static_cast<int64_t>(prop.totalGlobalMem >> 30)) + " GiB, " +
-                      (options.cuda_graphs ? "graphs on" : "graphs off") + ")";
+  impl->description =
+      "cuda (" + std::string(prop.name) + ", sm_" + std::to_string(prop.major) +
+      std::to_string(prop.minor) + ", " +
+      std::to_string(static_cast<int64_t>(prop.totalGlobalMem >> 30)) + " GiB, " +
+      (options.cuda_graphs ? "graphs on" : "graphs off") + ", " +
+      (c.vocab_size <= kernels::kMaxSamplingVocab ? "device sampling" : "host sampling") + ")";
   STRATA_ASSIGN_OR_RETURN(impl->stream, Stream::Create());
   cudaStream_t stream = impl->stream.get();
   STRATA_ASSIGN_OR_RETURN(impl->weights, UploadWeights(host_weights, c, stream));
@@ -188,11 +191,30 @@ Status CudaBackend::Forward(const Batch& batch, std::vector<float>* logits) {
   STRATA_RETURN_IF_ERROR(m.Validate(batch));
   STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
   const StepShape shape = ShapeOfBatch(batch, m.options.block_size);
-  // Graphs take decode steps whose every slice wants its one row of logits.
-  bool graph = m.options.cuda_graphs && shape.decode_only && shape.num_rows == shape.num_seqs;
-  const int bucket = graph ? GraphBucketIndex(shape.num_seqs) : -1;
-  if (bucket >= 0) return m.ForwardGraph(batch, shape, bucket, logits);
-  return m.ForwardEager(batch, shape, logits);
+  const float* device_logits = nullptr;
+  STRATA_RETURN_IF_ERROR(m.RunStep(batch, shape, &device_logits));
+  return m.FinishWithLogits(device_logits, shape.num_rows, logits);
+}
+
+bool CudaBackend::samples_on_backend() const {
+  return impl_->config.vocab_size <= kernels::kMaxSamplingVocab;
+}
+
+Status CudaBackend::ForwardSampled(const Batch& batch, std::span<const RowSampling> rows,
+                                   SampledStep* out) {
+  Impl& m = *impl_;
+  STRATA_RETURN_IF_ERROR(m.Validate(batch));
+  const StepShape shape = ShapeOfBatch(batch, m.options.block_size);
+  if (static_cast<int64_t>(rows.size()) != shape.num_rows) {
+    return InvalidArgumentError("the batch has " + std::to_string(shape.num_rows) +
+                                " logits rows but " + std::to_string(rows.size()) +
+                                " sampling rows were given");
+  }
+  if (!samples_on_backend()) return Backend::ForwardSampled(batch, rows, out);
+  STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
+  const float* device_logits = nullptr;
+  STRATA_RETURN_IF_ERROR(m.RunStep(batch, shape, &device_logits));
+  return m.FinishSampled(device_logits, rows, out);
 }
 
 }  // namespace strata::backend::cuda

@@ -95,6 +95,15 @@ struct CudaBackend::Impl {
   DeviceBuffer graph_logits;  // [128, vocab]
   DeviceBuffer graph_attention_ws;
   std::array<AttentionPlan, kGraphBuckets.size()> graph_plans;
+  // Buckets whose capture failed: their steps run eagerly (one warning per bucket).
+  std::array<bool, kGraphBuckets.size()> graph_failed{};
+
+  // Device sampling (grown on demand): per-row parameters and the sampled tokens.
+  DeviceBuffer sample_params;  // [rows] kernels::DeviceSamplingParams
+  PinnedBuffer sample_params_host;
+  DeviceBuffer sample_tokens;  // [rows] int32
+  PinnedBuffer sample_tokens_host;
+
   std::array<GraphExec, kGraphBuckets.size()> graphs;  // destroyed first
 
   const void* KLayer(int64_t layer) const;
@@ -104,9 +113,19 @@ struct CudaBackend::Impl {
   Status Validate(const Batch& batch) const;
   // Enqueues the whole model for one step (no synchronization, no allocation).
   Status RunModel(const StepRun& run);
-  Status ForwardEager(const Batch& batch, const StepShape& shape, std::vector<float>* logits);
-  Status ForwardGraph(const Batch& batch, const StepShape& shape, int bucket,
-                      std::vector<float>* logits);
+  // Enqueue one step; on success *logits points at its [shape.num_rows, vocab] fp32 logits on
+  // the device (valid until the next step) and the work may still be running: the caller
+  // finishes with FinishWithLogits or FinishSampled, which synchronize. On an error the stream
+  // has been synchronized.
+  Status RunStep(const Batch& batch, const StepShape& shape, const float** logits);
+  Status RunEager(const Batch& batch, const StepShape& shape, const float** logits);
+  Status RunGraph(const Batch& batch, const StepShape& shape, int bucket, const float** logits);
+  // Copies every row's logits to *out and synchronizes.
+  Status FinishWithLogits(const float* logits, int64_t rows, std::vector<float>* out);
+  // Samples the on_backend rows on the device, copies their tokens and the other rows' logits
+  // to *out, and synchronizes.
+  Status FinishSampled(const float* logits, std::span<const RowSampling> rows, SampledStep* out);
+  Status EnsureSamplingCapacity(int64_t rows);
   // Captures `run` (enqueued as RunModel does) into an instantiated graph.
   Status CaptureGraph(const StepRun& run, GraphExec* exec);
   Status EnsureEagerCapacity(const StepShape& shape, int64_t input_bytes, int64_t ws_bytes);

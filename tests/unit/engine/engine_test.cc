@@ -13,6 +13,7 @@
 #include "strata/engine/generator.h"
 #include "strata/model/gguf_file.h"
 #include "support/failing_backend.h"
+#include "support/host_sampling_backend.h"
 #include "support/tiny_llama.h"
 
 namespace strata::engine {
@@ -428,6 +429,62 @@ TEST_F(EngineTest, RequestBeyondTheWholeCacheIsRejectedUpFront) {
   auto s = engine->Submit(r);
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("KV cache"), std::string::npos) << s.status().message();
+}
+
+// The ModelRunner's contract: a backend that samples rows itself (as CUDA does) gives every
+// request exactly the tokens host sampling gives, whatever mix of rows shares a step: greedy,
+// seeded temperature / top-k / top-p / min-p rows on the backend, penalty and logprob rows on
+// the host, each consuming its own generator's draws in the same order.
+TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
+  std::vector<Request> requests;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 5 + i);
+    r.params = Greedy(12);
+    r.params.seed = 100 + static_cast<uint64_t>(i);
+    switch (i % 4) {
+      case 0:
+        break;  // greedy
+      case 1:
+        r.params.temperature = 0.9f;
+        r.params.top_k = 7;
+        r.params.top_p = 0.8f;
+        break;
+      case 2:
+        r.params.temperature = 1.3f;
+        r.params.min_p = 0.05f;
+        if (i == 6) r.params.logprobs = 2;  // host row
+        break;
+      case 3:
+        r.params.temperature = 0.7f;
+        r.params.repetition_penalty = 1.3f;  // host row
+        break;
+    }
+    requests.push_back(r);
+  }
+  auto run = [&](backend::Backend* backend) {
+    EngineOptions options;
+    options.scheduler.max_batched_tokens = 24;  // chunked prefills mixed with decodes
+    auto engine = MakeEngine(backend, options);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : requests) {
+      auto s = engine->Submit(r);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      streams.push_back(*s);
+    }
+    return Drain(*engine, streams);
+  };
+  auto cpu = MakeBackend(int64_t{1} << 20);
+  const std::vector<Output> host = run(cpu.get());
+  testing::HostSamplingBackend sampling(cpu.get());
+  const std::vector<Output> on_backend = run(&sampling);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(on_backend[i].tokens, host[i].tokens) << "request " << i;
+    EXPECT_EQ(on_backend[i].tokens.size(), 12u) << "request " << i;
+  }
+  // Greedy and plain sampled rows went to the backend; penalty and logprob rows did not.
+  EXPECT_GT(sampling.sampled_rows(), 0);
+  EXPECT_LT(sampling.sampled_rows(), static_cast<int64_t>(requests.size()) * 12);
 }
 
 TEST_F(EngineTest, AFailingStepFailsOnlyThatStepsRequestsAndFreesTheirBlocks) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <set>
 #include <string>
 #include <tuple>
@@ -561,6 +562,59 @@ TEST(SamplerOddLogits, TinyTemperatureIsNearlyGreedyWithoutOverflow) {
   Sampler sampler(WithTemperature(1e-6f, 3), {});
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(static_cast<size_t>(SampleCopy(sampler, logits)), ArgMax(logits));
+}
+
+}  // namespace
+}  // namespace strata::sampling
+
+namespace strata::sampling {
+namespace {
+
+// DrawForBackend + SampleWithDraw (what a backend does with the draw) equals Sample() on the
+// same logits and seed, step after step, so a request's tokens do not depend on where it was
+// sampled; a row with no finite maximum still consumes its draw on both paths.
+TEST(SamplerOnBackend, TheBackendPathGivesSampleTokensAndKeepsTheGeneratorInStep) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<SamplingParams> cases(5);
+  cases[0].temperature = 0.0f;
+  cases[1].temperature = 1.0f;
+  cases[2].temperature = 0.8f;
+  cases[2].top_k = 9;
+  cases[3].temperature = 1.2f;
+  cases[3].top_p = 0.7f;
+  cases[4].temperature = 0.6f;
+  cases[4].min_p = 0.1f;
+  cases[4].top_k = 50;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    SamplingParams p = cases[c];
+    p.seed = 1000 + c;
+    Sampler host(p, {});
+    Sampler backend(p, {});
+    ASSERT_TRUE(backend.BackendCanSample());
+    for (int step = 0; step < 40; ++step) {
+      std::vector<float> logits(997);
+      for (float& x : logits) x = normal(gen);
+      if (step == 7) std::fill(logits.begin(), logits.end(), -INFINITY);  // no distribution
+      std::vector<float> copy = logits;
+      const int32_t a = host.Sample(logits);
+      const double u = backend.DrawForBackend();
+      const int32_t b = Sampler::SampleWithDraw(backend.params(), copy, u);
+      ASSERT_EQ(a, b) << "case " << c << " step " << step;
+      host.Accept(a);
+      backend.Accept(b);
+    }
+  }
+}
+
+TEST(SamplerOnBackend, PenaltiesAndLogprobsKeepARequestOnTheHost) {
+  SamplingParams p;
+  EXPECT_TRUE(Sampler(p, {}).BackendCanSample());
+  p.repetition_penalty = 1.1f;
+  EXPECT_FALSE(Sampler(p, {}).BackendCanSample());
+  p = SamplingParams();
+  p.logprobs = 1;
+  EXPECT_FALSE(Sampler(p, {}).BackendCanSample());
 }
 
 }  // namespace

@@ -22,7 +22,13 @@
 // sequences, runs in the smallest bucket of memory_plan.h's kGraphBuckets that holds it, padded
 // with dummy sequences that write no KV (slot -1) and attend to nothing (context 0); their rows
 // are dropped. A bucket's first step runs eagerly and is then captured; later steps replay it.
-// Attention in a graph uses a split-K plan fixed per bucket for the model's whole context.
+// A capture that fails leaves that step's (eager) result intact and sends the bucket's later
+// steps down the eager path, with one warning. Attention in a graph uses a split-K plan fixed
+// per bucket for the model's whole context.
+//
+// Sampling: ForwardSampled samples the rows the engine marks on_backend with the device kernels
+// of kernels/sampling.h after the step (outside any graph) and copies back only their tokens
+// (4 bytes a row instead of 4 x vocab) and the logits of the rows the host samples.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +70,11 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   Status Forward(const Batch& batch, std::vector<float>* logits) override;
+  // Samples on the device (kernels/sampling.h) whenever the vocabulary fits the kernels; only
+  // the sampled tokens and the rows the caller samples itself come back to the host.
+  bool samples_on_backend() const override;
+  Status ForwardSampled(const Batch& batch, std::span<const RowSampling> rows,
+                        SampledStep* out) override;
   const model::ModelConfig& config() const override;
   KvGeometry kv_geometry() const override;
   std::string_view name() const override { return "cuda"; }

@@ -1,0 +1,47 @@
+// ModelRunner: the one place a step's batch meets the backend and comes back as tokens. It runs
+// Backend::ForwardSampled and samples, per logits row, with that row's Sampler: on the backend
+// (the CUDA device kernels) when the backend can and the request needs neither penalties nor
+// log-probabilities, on the host from the row's logits otherwise. Either way each row consumes
+// its sampler's draws in the same order, so a seed gives the same tokens on every backend (up
+// to the sums' rounding described in kernels/sampling.h) and in every mix of rows.
+//
+// Thread rules: used by one thread (the engine loop, or a Generator's caller). The runner keeps
+// the step's buffers between calls.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "strata/backend/backend.h"
+#include "strata/common/status.h"
+#include "strata/sampling/sampler.h"
+
+namespace strata::engine {
+
+class ModelRunner {
+ public:
+  // `backend` must outlive the runner.
+  explicit ModelRunner(backend::Backend* backend) : backend_(backend) {}
+
+  // Runs `batch`; `samplers` has one entry per logits row of the batch, in batch order (the
+  // row's sequence's Sampler). Writes one token per row into *tokens (resized). The tokens are
+  // not Accept()ed: the caller does that for the tokens it keeps. On an error no token is
+  // returned (the rows' draws are spent: their requests fail with the step).
+  [[nodiscard]] Status Run(const backend::Batch& batch,
+                           std::span<sampling::Sampler* const> samplers,
+                           std::vector<int32_t>* tokens);
+
+  // Rows sampled on the backend and on the host since the runner was made.
+  int64_t backend_sampled_rows() const { return backend_rows_; }
+  int64_t host_sampled_rows() const { return host_rows_; }
+
+ private:
+  backend::Backend* backend_;
+  std::vector<backend::RowSampling> rows_;
+  backend::SampledStep step_;
+  int64_t backend_rows_ = 0;
+  int64_t host_rows_ = 0;
+};
+
+}  // namespace strata::engine

@@ -1,0 +1,65 @@
+// A Backend test double that "samples on the backend" on the host: it runs a real backend's
+// Forward, then samples every on_backend row with Sampler::SampleWithDraw (the reference the
+// CUDA sampling kernels implement) and returns only the other rows' logits, as CudaBackend's
+// ForwardSampled does. For tests of the ModelRunner's contract on machines without a device.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/backend/backend.h"
+#include "strata/sampling/sampler.h"
+#include "strata/sampling/sampling_params.h"
+
+namespace strata::testing {
+
+class HostSamplingBackend final : public backend::Backend {
+ public:
+  // `inner` must outlive this double.
+  explicit HostSamplingBackend(backend::Backend* inner) : inner_(inner) {}
+
+  Status Forward(const backend::Batch& batch, std::vector<float>* logits) override {
+    return inner_->Forward(batch, logits);
+  }
+  bool samples_on_backend() const override { return true; }
+  Status ForwardSampled(const backend::Batch& batch, std::span<const backend::RowSampling> rows,
+                        backend::SampledStep* out) override {
+    STRATA_RETURN_IF_ERROR(inner_->Forward(batch, &all_));
+    const int64_t vocab = config().vocab_size;
+    if (static_cast<int64_t>(all_.size()) != static_cast<int64_t>(rows.size()) * vocab) {
+      return InvalidArgumentError("sampling rows do not match the batch's logits rows");
+    }
+    out->tokens.assign(rows.size(), -1);
+    out->logits.clear();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      std::span<float> row(all_.data() + r * vocab, static_cast<size_t>(vocab));
+      if (!rows[r].on_backend) {
+        out->logits.insert(out->logits.end(), row.begin(), row.end());
+        continue;
+      }
+      sampling::SamplingParams p;
+      p.temperature = rows[r].temperature;
+      p.top_k = rows[r].top_k;
+      p.top_p = rows[r].top_p;
+      p.min_p = rows[r].min_p;
+      out->tokens[r] = sampling::Sampler::SampleWithDraw(p, row, rows[r].u);
+      ++sampled_rows_;
+    }
+    return OkStatus();
+  }
+  const model::ModelConfig& config() const override { return inner_->config(); }
+  backend::KvGeometry kv_geometry() const override { return inner_->kv_geometry(); }
+  std::string_view name() const override { return "host-sampling-test-double"; }
+  std::string Describe() const override { return "host sampling over " + inner_->Describe(); }
+
+  int64_t sampled_rows() const { return sampled_rows_; }
+
+ private:
+  backend::Backend* inner_;
+  std::vector<float> all_;
+  int64_t sampled_rows_ = 0;
+};
+
+}  // namespace strata::testing

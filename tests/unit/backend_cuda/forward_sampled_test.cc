@@ -1,0 +1,142 @@
+// CudaBackend::ForwardSampled: rows sampled on the device get the token the host reference
+// (Sampler::SampleWithDraw) picks from the same logits with the same draw, and the rows left to
+// the host come back with exactly Forward's logits, on the eager path (prefill) and on the
+// graph path (decode). Skipped without a device.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "strata/backend/cuda/cuda_backend.h"
+#include "strata/common/mapped_file.h"
+#include "strata/model/gguf_file.h"
+#include "strata/sampling/sampler.h"
+#include "unit/backend_cuda/synthetic_model.h"
+
+namespace strata::backend::cuda {
+namespace {
+
+struct ModelFile {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<model::GgufFile> file;
+};
+
+std::unique_ptr<ModelFile> Open(const testing::SyntheticSpec& spec) {
+  auto m = std::make_unique<ModelFile>();
+  m->bytes = testing::BuildSyntheticModel(spec);
+  auto file = model::GgufFile::Parse(MappedFile::FromBytes(m->bytes));
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return nullptr;
+  m->file = std::make_unique<model::GgufFile>(std::move(*file));
+  return m;
+}
+
+// Row r's sampling: a mix of greedy, temperature, top-k, top-p and min-p rows on the device and
+// rows left to the host.
+RowSampling RowFor(int r, std::mt19937& gen) {
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  RowSampling row;
+  row.on_backend = r % 5 != 4;
+  row.u = uniform(gen);
+  switch (r % 5) {
+    case 0:
+      row.temperature = 0.0f;
+      break;
+    case 1:
+      row.temperature = 1.0f;
+      break;
+    case 2:
+      row.temperature = 0.7f;
+      row.top_k = 5;
+      break;
+    case 3:
+      row.temperature = 1.3f;
+      row.top_p = 0.6f;
+      row.min_p = 0.02f;
+      break;
+    default:
+      break;
+  }
+  return row;
+}
+
+void ExpectSampledMatchesHost(CudaBackend& backend, const Batch& batch, int rows_wanted,
+                              std::mt19937& gen, const char* what) {
+  const int64_t vocab = backend.config().vocab_size;
+  std::vector<float> logits;
+  ASSERT_TRUE(backend.Forward(batch, &logits).ok()) << what;
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), rows_wanted * vocab) << what;
+  std::vector<RowSampling> rows;
+  for (int r = 0; r < rows_wanted; ++r) rows.push_back(RowFor(r, gen));
+  SampledStep step;
+  Status st = backend.ForwardSampled(batch, rows, &step);
+  ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+  ASSERT_EQ(step.tokens.size(), rows.size()) << what;
+  int64_t host_row = 0;
+  for (int r = 0; r < rows_wanted; ++r) {
+    std::vector<float> row(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
+    if (!rows[r].on_backend) {
+      EXPECT_EQ(step.tokens[r], -1) << what << " row " << r;
+      ASSERT_GE(static_cast<int64_t>(step.logits.size()), (host_row + 1) * vocab);
+      const std::vector<float> got(step.logits.begin() + host_row * vocab,
+                                   step.logits.begin() + (host_row + 1) * vocab);
+      EXPECT_EQ(got, row) << what << " row " << r << ": host rows carry Forward's logits";
+      ++host_row;
+      continue;
+    }
+    sampling::SamplingParams p;
+    p.temperature = rows[r].temperature;
+    p.top_k = rows[r].top_k;
+    p.top_p = rows[r].top_p;
+    p.min_p = rows[r].min_p;
+    EXPECT_EQ(step.tokens[r], sampling::Sampler::SampleWithDraw(p, row, rows[r].u))
+        << what << " row " << r;
+  }
+  EXPECT_EQ(static_cast<int64_t>(step.logits.size()), host_row * vocab) << what;
+}
+
+TEST(CudaForwardSampled, DeviceRowsMatchTheHostReferenceOnEagerAndGraphSteps) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  testing::SyntheticSpec spec;
+  spec.vocab = 3001;  // several sampling blocks per row
+  auto m = Open(spec);
+  ASSERT_NE(m, nullptr);
+  CudaBackendOptions options;
+  options.kv_budget_bytes = int64_t{32} << 20;
+  options.block_size = 4;
+  auto created = CudaBackend::Create(*m->file, options);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  CudaBackend& backend = **created;
+  EXPECT_TRUE(backend.samples_on_backend());
+
+  std::mt19937 gen(3);
+  constexpr int kSeqs = 10;
+  std::vector<std::vector<int32_t>> prompts(kSeqs);
+  std::vector<std::vector<kv::BlockId>> blocks(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) {
+    for (int k = 0; k < 6 + s; ++k) prompts[s].push_back((s * 13 + k * 7 + 1) % 3001);
+    for (int b = 0; b < 8; ++b) blocks[s].push_back(s * 8 + b);
+  }
+  Batch prefill;
+  for (int s = 0; s < kSeqs; ++s) prefill.sequences.push_back({prompts[s], 0, blocks[s]});
+  ExpectSampledMatchesHost(backend, prefill, kSeqs, gen, "prefill (eager)");
+
+  std::vector<std::vector<int32_t>> next(kSeqs);
+  Batch decode;
+  for (int s = 0; s < kSeqs; ++s) {
+    next[s] = {static_cast<int32_t>((s * 5 + 2) % 3001)};
+    decode.sequences.push_back(
+        {next[s], static_cast<int64_t>(prompts[s].size()), blocks[s], LogitsWanted::kLast});
+  }
+  for (int round = 0; round < 3; ++round) {  // capture, then replays
+    ExpectSampledMatchesHost(backend, decode, kSeqs, gen, "decode (graph)");
+  }
+
+  std::vector<RowSampling> wrong(kSeqs - 1);
+  SampledStep step;
+  EXPECT_EQ(backend.ForwardSampled(decode, wrong, &step).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata::backend::cuda

@@ -240,12 +240,12 @@ server() {
 REFERENCE=(--reference-flags "--threads 0 --matmul-precision fp32")
 SMALL=$MODEL_DIR/strata-check-small-q4_k.gguf
 if want servers && make_model small-q4_k q4_k 30 240 "${SMALL_MODEL_FLAGS[@]}"; then
-  server small-q4_k "$SMALL" 120 120 "${REFERENCE[@]}" --stream-tokens 32 --informational-reference
+  server small-q4_k "$SMALL" 120 120 "${REFERENCE[@]}" --stream-tokens 32 --random-weights
 fi
 rm -f "$SMALL"
 if want server8b && [[ -f "$Q4" ]]; then
   server 8b-q4_k "$Q4" 120 "$([[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]] && echo 120 || echo 0)" \
-    --reference-backend "" --max-tokens 32
+    --reference-backend "" --max-tokens 32 --random-weights
 fi
 if want servers && [[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]]; then
   server real "$STRATA_CHECK_REAL_MODEL" 120 0 "${REFERENCE[@]}" --text-prompts

@@ -164,11 +164,27 @@ void Scheduler::OnStepDone(const SchedulerOutput& out) {
 }
 
 void Scheduler::AppendToken(kv::SequenceId id, int32_t token) {
+  AppendTokens(id, std::span<const int32_t>(&token, 1));
+}
+
+void Scheduler::AppendTokens(kv::SequenceId id, std::span<const int32_t> tokens) {
   Sequence* seq = Held(id);
   STRATA_CHECK(seq->status == SequenceStatus::kRunning);
   STRATA_CHECK(seq->num_uncomputed() == 0);  // only after a sampling chunk's OnStepDone
-  STRATA_CHECK(seq->num_generated() < seq->max_tokens);
-  seq->tokens.push_back(token);
+  STRATA_CHECK(!tokens.empty());
+  STRATA_CHECK(static_cast<int64_t>(tokens.size()) <= seq->max_tokens - seq->num_generated());
+  seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
+}
+
+bool Scheduler::Rollback(kv::SequenceId id, int64_t num_tokens) {
+  Sequence* seq = Held(id);
+  STRATA_CHECK(seq->status == SequenceStatus::kRunning);
+  STRATA_CHECK(seq->num_uncomputed() == 0);
+  STRATA_CHECK(num_tokens >= seq->prompt_len && num_tokens <= seq->num_tokens());
+  if (!kv_->Truncate(id, num_tokens)) return false;
+  seq->tokens.resize(static_cast<size_t>(num_tokens));
+  seq->num_computed_tokens = num_tokens;
+  return true;
 }
 
 std::unique_ptr<Sequence> Scheduler::Finish(kv::SequenceId id) {

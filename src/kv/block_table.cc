@@ -23,10 +23,15 @@ void BlockTable::Append(std::span<const BlockId> ids) {
   blocks_.insert(blocks_.end(), ids.begin(), ids.end());
 }
 
-void BlockTable::ReleaseAll(BlockPool* pool) {
+void BlockTable::ReleaseAll(BlockPool* pool) { TruncateTo(0, pool); }
+
+void BlockTable::TruncateTo(int32_t num_blocks, BlockPool* pool) {
   STRATA_CHECK(pool != nullptr);
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) pool->Release(*it);
-  blocks_.clear();
+  STRATA_CHECK(num_blocks >= 0 && num_blocks <= this->num_blocks());
+  while (static_cast<int32_t>(blocks_.size()) > num_blocks) {
+    pool->Release(blocks_.back());
+    blocks_.pop_back();
+  }
 }
 
 }  // namespace strata::kv

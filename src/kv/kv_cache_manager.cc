@@ -23,8 +23,8 @@ int32_t KvCacheManager::block_size() const { return options_.block_size; }
 int32_t KvCacheManager::num_blocks() const { return pool_.num_blocks(); }
 int32_t KvCacheManager::num_free_blocks() const { return pool_.num_free(); }
 
-BlockHash KvCacheManager::FindPrefix(std::span<const int32_t> tokens,
-                                     std::vector<BlockId>* hits) const {
+BlockHash KvCacheManager::FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits,
+                                     std::vector<BlockHash>* hashes) const {
   if (!options_.enable_prefix_caching || tokens.empty()) return kRootBlockHash;
   const auto block_size = static_cast<std::size_t>(options_.block_size);
   // The block holding the last token is never taken: its logits must come out of a forward.
@@ -37,6 +37,7 @@ BlockHash KvCacheManager::FindPrefix(std::span<const int32_t> tokens,
     const auto found = cached_.find(hash);
     if (found == cached_.end() || !Matches(found->second, parent, block_tokens)) break;
     hits->push_back(found->second);
+    if (hashes != nullptr) hashes->push_back(hash);
     last_hash = hash;
     parent = found->second;
   }
@@ -61,8 +62,10 @@ int64_t KvCacheManager::StartSequence(SequenceId id, std::span<const int32_t> to
   prefix_queries_ += static_cast<int64_t>((tokens.size() - 1) / options_.block_size);
   std::vector<BlockId>& hits = new_blocks_;  // scratch
   hits.clear();
-  const BlockHash last_hash = FindPrefix(tokens, &hits);
-  for (const BlockId hit : hits) {
+  std::vector<BlockHash> hashes;
+  const BlockHash last_hash = FindPrefix(tokens, &hits, &hashes);
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const BlockId hit = hits[i];
     if (pool_.ref_count(hit) == 0) {
       pool_.Reclaim(hit);
     } else {
@@ -72,6 +75,7 @@ int64_t KvCacheManager::StartSequence(SequenceId id, std::span<const int32_t> to
     ++seq.num_hashed_blocks;
     seq.parent = hit;
     seq.parent_generation = block_info_[hit].generation;
+    seq.chain.push_back({hashes[i], hit, seq.parent_generation});
   }
   seq.last_hash = last_hash;
   const int64_t hit_tokens = static_cast<int64_t>(seq.num_hashed_blocks) * options_.block_size;
@@ -106,6 +110,40 @@ void KvCacheManager::CommitComputed(SequenceId id, std::span<const int32_t> toke
   STRATA_CHECK(num_computed <= seq.table.capacity());  // KV written only into reserved blocks
   if (!options_.enable_prefix_caching) return;
   RegisterFullBlocks(&seq, tokens, num_computed / options_.block_size);
+}
+
+bool KvCacheManager::Truncate(SequenceId id, int64_t num_tokens) {
+  SequenceState& seq = Live(id);
+  STRATA_CHECK(num_tokens >= 0 && num_tokens <= seq.table.capacity());
+  const int64_t block_size = options_.block_size;
+  const auto keep = static_cast<int32_t>((num_tokens + block_size - 1) / block_size);
+  const auto first_changed = static_cast<int32_t>(num_tokens / block_size);
+  if (first_changed < keep) {
+    // The cut passes through this block: its positions from the cut on will be rewritten.
+    const BlockId partial = seq.table.blocks()[first_changed];
+    if (pool_.ref_count(partial) > 1) return false;
+    if (block_info_[partial].registered) Unregister(partial);
+  }
+  if (seq.num_hashed_blocks >= first_changed) {
+    // Whatever stopped the chain (a collision, an evicted parent) lay at or after the cut; the
+    // next CommitComputed checks the rewritten blocks afresh.
+    seq.caching = true;
+  }
+  if (seq.num_hashed_blocks > first_changed) {
+    seq.num_hashed_blocks = first_changed;
+    seq.chain.resize(static_cast<size_t>(first_changed));
+    if (seq.chain.empty()) {
+      seq.last_hash = kRootBlockHash;
+      seq.parent = -1;
+      seq.parent_generation = 0;
+    } else {
+      seq.last_hash = seq.chain.back().hash;
+      seq.parent = seq.chain.back().node;
+      seq.parent_generation = seq.chain.back().generation;
+    }
+  }
+  seq.table.TruncateTo(keep, &pool_);
+  return true;
 }
 
 void KvCacheManager::FreeSequence(SequenceId id) {
@@ -224,6 +262,7 @@ void KvCacheManager::RegisterFullBlocks(SequenceState* seq, std::span<const int3
     seq->last_hash = hash;
     seq->parent = node;
     seq->parent_generation = block_info_[node].generation;
+    seq->chain.push_back({hash, node, seq->parent_generation});
   }
 }
 

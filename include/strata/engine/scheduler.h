@@ -125,6 +125,16 @@ class Scheduler {
   // not get more than max_tokens tokens: the engine calls Finish when it reaches them.
   void AppendToken(kv::SequenceId id, int32_t token);
 
+  // The same for several tokens at once (a verified speculative run): all but the last are
+  // computed by the next step that schedules the sequence, in one chunk if the budget allows.
+  void AppendTokens(kv::SequenceId id, std::span<const int32_t> tokens);
+
+  // Rolls running sequence `id` back to its first `num_tokens` tokens (prompt_len <= num_tokens
+  // <= num_tokens()), at the point where AppendToken could be called (its chunk sampled): the
+  // tokens after are dropped and their KV released (KvCacheManager::Truncate). False, nothing
+  // changed, when the cut passes through a KV block another sequence shares.
+  [[nodiscard]] bool Rollback(kv::SequenceId id, int64_t num_tokens);
+
   // Ends running sequence `id` (stop token, stop string, max_tokens), frees its blocks and
   // hands it back with status kFinished (for usage: tokens, cached tokens, preemptions).
   std::unique_ptr<Sequence> Finish(kv::SequenceId id);

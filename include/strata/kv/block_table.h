@@ -38,6 +38,10 @@ class BlockTable {
   // before its prefix blocks (the ones a later request is most likely to share).
   void ReleaseAll(BlockPool* pool);
 
+  // Keeps the first `num_blocks` (<= num_blocks()) blocks and releases the others, last-position
+  // first (as ReleaseAll).
+  void TruncateTo(int32_t num_blocks, BlockPool* pool);
+
  private:
   int32_t block_size_;
   std::vector<BlockId> blocks_;

@@ -107,6 +107,16 @@ class KvCacheManager {
   // after each forward; cheap when no new block became full. No-op with prefix caching off.
   void CommitComputed(SequenceId id, std::span<const int32_t> tokens, int64_t num_computed);
 
+  // Rolls sequence `id` back to its first `num_tokens` positions (0 <= num_tokens <= the tokens
+  // it has room for), as speculative decoding does with rejected tokens: the blocks wholly past
+  // them return to the pool (cached ones stay reusable: their KV still matches the tokens they
+  // were registered with), and the block the cut passes through keeps its leading positions
+  // and will be rewritten after them, so it is dropped from the prefix cache and the
+  // sequence's hash chain goes back to the last full block before the cut. A block the cut
+  // passes through that another sequence also holds (a shared prefix block) cannot be
+  // rewritten: returns false and changes nothing. Positions below the cut keep their KV.
+  [[nodiscard]] bool Truncate(SequenceId id, int64_t num_tokens);
+
   // Ends sequence `id` (preempted, finished or cancelled): releases its blocks (cached ones stay
   // reusable until evicted). Unknown ids are a programmer error.
   void FreeSequence(SequenceId id);
@@ -134,6 +144,14 @@ class KvCacheManager {
     // False once a block could not be registered (a hash collision, or a parent evicted): the
     // blocks after it are not cached.
     bool caching = true;
+    // Per hashed block (num_hashed_blocks of them): its chain hash, the registered block that
+    // stands for it and that block's generation then; Truncate rolls the chain back with it.
+    struct Link {
+      BlockHash hash;
+      BlockId node;
+      uint64_t generation;
+    };
+    std::vector<Link> chain;
   };
 
   // Prefix-cache state of one block (indexed by BlockId).
@@ -154,7 +172,8 @@ class KvCacheManager {
   // The cached blocks holding the longest block-aligned prefix of `tokens` that leaves the
   // last token out, in order (appended to *hits); returns the chain hash of the last of them
   // (kRootBlockHash when none).
-  BlockHash FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits) const;
+  BlockHash FindPrefix(std::span<const int32_t> tokens, std::vector<BlockId>* hits,
+                       std::vector<BlockHash>* hashes = nullptr) const;
   // True when the registered block `id` holds `tokens` and was registered after `parent` (-1:
   // none) in its current generation: then its KV is that of `parent`'s prefix plus `tokens`.
   bool Matches(BlockId id, BlockId parent, std::span<const int32_t> tokens) const;

@@ -586,6 +586,7 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
   std::map<kv::SequenceId, Outcome> outcomes;
   kv::SequenceId next_id = 0;
   int64_t steps_with_preemption = 0;
+  int64_t rollbacks = 0;
   constexpr int kArrivalSteps = 3000;
   constexpr int kMaxSteps = 100000;
 
@@ -681,7 +682,28 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
       if (!s.samples) continue;
       const Sequence* seq = s.seq;
       const kv::SequenceId id = seq->id;
-      scheduler.AppendToken(id, FakeToken(id, seq->num_tokens()));
+      if (seq->num_generated() >= 1 && chance(0.1)) {
+        // Speculation's bookkeeping: roll back some generated tokens (rejected), then append
+        // several at once (accepted), which the next steps compute as one multi-token chunk.
+        const int64_t back = 1 + static_cast<int64_t>(rng() % seq->num_generated());
+        const int64_t keep = seq->num_tokens() - back;
+        const int32_t blocks_before = static_cast<int32_t>(kv.Blocks(id).size());
+        if (scheduler.Rollback(id, keep)) {
+          ++rollbacks;
+          ASSERT_EQ(seq->num_tokens(), keep);
+          ASSERT_EQ(seq->num_computed_tokens, keep);
+          ASSERT_EQ(static_cast<int64_t>(kv.Blocks(id).size()),
+                    (keep + block_size - 1) / block_size);
+          ASSERT_LE(static_cast<int32_t>(kv.Blocks(id).size()), blocks_before);
+        }
+        const int64_t room = seq->max_tokens - seq->num_generated();
+        const int64_t n = std::min<int64_t>(room, 1 + static_cast<int64_t>(rng() % 3));
+        std::vector<int32_t> run;
+        for (int64_t k = 0; k < n; ++k) run.push_back(FakeToken(id, seq->num_tokens() + k));
+        scheduler.AppendTokens(id, run);
+      } else {
+        scheduler.AppendToken(id, FakeToken(id, seq->num_tokens()));
+      }
       if (seq->num_generated() == seq->max_tokens || chance(0.02)) {
         const std::unique_ptr<Sequence> done = scheduler.Finish(id);
         ASSERT_FALSE(kv.IsLive(id));
@@ -699,6 +721,7 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
   EXPECT_EQ(kv.num_free_blocks(), num_blocks);
   EXPECT_EQ(kv.Stats().used_blocks, 0);
   EXPECT_GT(next_id, 500);
+  EXPECT_GT(rollbacks, 20);
   RecordProperty("preempting_steps", std::to_string(steps_with_preemption));
 }
 

@@ -547,6 +547,59 @@ TEST(KvCacheManager, StatsCountLookupsHitsAndBlocks) {
   EXPECT_EQ(stats.cached_blocks, 3);  // free and still cached
 }
 
+TEST(KvCacheManager, TruncateDropsTheCutBlockFromTheCacheAndFreesTheTail) {
+  KvCacheManager kv(Options(16));
+  const Tokens a = Range(100, 12);  // three full blocks of 4
+  Prefill(&kv, 1, a);
+  const std::vector<BlockId> blocks = BlocksOf(kv, 1);
+  ASSERT_EQ(blocks.size(), 3u);
+  const int32_t free_before = kv.num_free_blocks();
+
+  ASSERT_TRUE(kv.Truncate(1, 6));  // through block 1: positions 6 and 7 will be rewritten
+  EXPECT_EQ(BlocksOf(kv, 1), Head(blocks, 2));
+  EXPECT_EQ(kv.num_free_blocks(), free_before + 1);
+  // From the cut on, the block is no longer cached for its old tokens (another sequence may
+  // look it up before this one writes the new ones); block 0 still is.
+  EXPECT_EQ(kv.StartSequence(2, Concat(a, {1})), 4);
+  EXPECT_EQ(BlocksOf(kv, 2), Head(blocks, 1));
+  Tokens rewritten(a.begin(), a.begin() + 6);
+  rewritten.push_back(7);
+  rewritten.push_back(8);
+  ASSERT_TRUE(kv.Reserve(1, 8));
+  kv.CommitComputed(1, rewritten, 8);
+  // The new contents are cached under their own chain.
+  EXPECT_EQ(kv.StartSequence(3, Concat(rewritten, {1})), 8);
+  EXPECT_EQ(BlocksOf(kv, 3), Head(blocks, 2));
+}
+
+TEST(KvCacheManager, TruncateOnABlockBoundaryKeepsTheChainForTheNextBlocks) {
+  KvCacheManager kv(Options(16));
+  Prefill(&kv, 1, Range(100, 12));
+  ASSERT_TRUE(kv.Truncate(1, 8));
+  const Tokens next = Concat(Range(100, 8), Range(500, 4));
+  ASSERT_TRUE(kv.Reserve(1, 12));
+  kv.CommitComputed(1, next, 12);
+  EXPECT_EQ(kv.StartSequence(2, Concat(next, {1})), 12);
+  EXPECT_EQ(BlocksOf(kv, 2), BlocksOf(kv, 1));
+}
+
+TEST(KvCacheManager, TruncateRefusesToCutThroughASharedBlockAndChangesNothing) {
+  KvCacheManager kv(Options(16));
+  const Tokens prompt = Range(100, 9);
+  Prefill(&kv, 1, prompt);
+  ASSERT_EQ(Prefill(&kv, 2, prompt), 8);  // shares blocks 0 and 1
+  const std::vector<BlockId> before = BlocksOf(kv, 2);
+  const int32_t free_before = kv.num_free_blocks();
+  EXPECT_FALSE(kv.Truncate(2, 6));
+  EXPECT_EQ(BlocksOf(kv, 2), before);
+  EXPECT_EQ(kv.num_free_blocks(), free_before);
+  EXPECT_TRUE(kv.Truncate(2, 8));  // on the boundary: the shared blocks stay as they are
+  EXPECT_EQ(BlocksOf(kv, 2), Head(before, 2));
+  kv.FreeSequence(1);
+  kv.FreeSequence(2);
+  EXPECT_EQ(kv.num_free_blocks(), 16);
+}
+
 TEST(KvCacheManagerDeathTest, MisuseIsAProgrammerError) {
   KvCacheManager kv(Options(4));
   const Tokens prompt = Range(0, 6);
@@ -596,6 +649,7 @@ TEST(KvCacheManager, RandomOperationsKeepHitsCorrectAndReturnEveryBlock) {
     std::vector<Tokens> shadow(kBlocks);  // block -> the tokens its KV was computed from
     SequenceId next_id = 0;
     int64_t hit_tokens = 0;
+    int truncations = 0;
 
     auto held_elsewhere = [&](SequenceId self, BlockId block) {
       for (const auto& [id, seq] : live) {
@@ -635,6 +689,34 @@ TEST(KvCacheManager, RandomOperationsKeepHitsCorrectAndReturnEveryBlock) {
       if (kind == 9) {  // finish or cancel
         kv.FreeSequence(id);
         live.erase(it);
+        continue;
+      }
+      if (kind == 8 && uniform(0, 1) == 0) {  // roll back (rejected speculative tokens)
+        const int64_t n = uniform(0, static_cast<int>(seq.computed));
+        const int64_t partial = n / kBlockSize;
+        const bool cuts_a_block = n % kBlockSize != 0;
+        const std::vector<BlockId> before = BlocksOf(kv, id);
+        const int32_t free_before = kv.num_free_blocks();
+        ++truncations;
+        if (!kv.Truncate(id, n)) {
+          ASSERT_TRUE(cuts_a_block && held_elsewhere(id, before[partial]))
+              << "refused a cut through an unshared block";
+          ASSERT_EQ(BlocksOf(kv, id), before);
+          continue;
+        }
+        const std::size_t keep = static_cast<std::size_t>((n + kBlockSize - 1) / kBlockSize);
+        ASSERT_EQ(BlocksOf(kv, id), Head(before, keep));
+        std::set<BlockId> dropped_free;  // dropped blocks no other sequence holds
+        for (std::size_t j = keep; j < before.size(); ++j) {
+          if (!held_elsewhere(id, before[j])) dropped_free.insert(before[j]);
+        }
+        ASSERT_EQ(kv.num_free_blocks(), free_before + static_cast<int32_t>(dropped_free.size()));
+        seq.tokens.resize(static_cast<std::size_t>(n));
+        seq.computed = n;
+        if (n == 0) {  // nothing left to compute from: end it
+          kv.FreeSequence(id);
+          live.erase(it);
+        }
         continue;
       }
       // One forward: a prefill chunk, or a decode step that first appends the sampled token.
@@ -679,6 +761,7 @@ TEST(KvCacheManager, RandomOperationsKeepHitsCorrectAndReturnEveryBlock) {
     EXPECT_EQ(stats.used_blocks, 0);
     EXPECT_EQ(stats.prefix_hit_tokens, hit_tokens);
     EXPECT_GT(stats.prefix_hits, 50);  // the test exercised sharing
+    EXPECT_GT(truncations, 100);       // and rollbacks
   }
 }
 

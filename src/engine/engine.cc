@@ -7,11 +7,10 @@
 
 #include "strata/common/check.h"
 #include "strata/common/logging.h"
+#include "strata/engine/output_processor.h"
 #include "strata/engine/request_limits.h"
 #include "strata/engine/sequence.h"
-#include "strata/sampling/finish_checker.h"
 #include "strata/sampling/sampler.h"
-#include "strata/tokenizer/incremental_detokenizer.h"
 
 namespace strata::engine {
 namespace {
@@ -48,8 +47,7 @@ struct Engine::Live {
        const tokenizer::Tokenizer& tokenizer, std::span<const int32_t> end_of_generation_ids)
       : stream(std::move(s)),
         sampler(request.params, request.prompt),
-        checker(request.params, end_of_generation_ids),
-        detokenizer(tokenizer, /*render_special=*/false),
+        output(request.params, tokenizer, end_of_generation_ids),
         wants_logprobs(request.params.logprobs > 0) {}
 
   std::shared_ptr<RequestStream> stream;
@@ -58,8 +56,7 @@ struct Engine::Live {
   Clock::time_point first_token;      // epoch until then
   RequestUsage usage;
   sampling::Sampler sampler;
-  sampling::FinishChecker checker;
-  tokenizer::IncrementalDetokenizer detokenizer;
+  OutputProcessor output;
   bool wants_logprobs;
 };
 
@@ -302,21 +299,18 @@ void Engine::Postprocess(const SchedulerOutput& out) {
     const RequestId id = s.seq->id;
     Live& live = *live_.at(id);
     const int32_t token = sampled_[row++];
-    live.sampler.Accept(token);
-    scheduler_.AppendToken(id, token);
-    ++generated;
-    ++live.usage.completion_tokens;
-    sampling::FinishChecker::Step step = live.checker.Append(token, live.detokenizer.Push(token));
+    std::span<const sampling::SampleLogprobs> logprobs;
+    if (live.wants_logprobs) logprobs = {&live.sampler.last_logprobs(), 1};
+    OutputProcessor::Output o =
+        live.output.Append(std::span<const int32_t>(&token, 1), logprobs, &live.sampler);
+    scheduler_.AppendTokens(id, o.token_ids);
+    generated += static_cast<int64_t>(o.token_ids.size());
+    live.usage.completion_tokens += static_cast<int64_t>(o.token_ids.size());
     StreamChunk chunk;
-    chunk.token_ids.push_back(token);
-    if (live.wants_logprobs) chunk.logprobs.push_back(live.sampler.last_logprobs());
-    chunk.text = std::move(step.text);
-    if (step.finish_reason) {
-      sampling::FinishChecker::Step last =
-          live.checker.Finish(live.detokenizer.Flush(), *step.finish_reason);
-      chunk.text += last.text;
-      chunk.finish_reason = last.finish_reason;
-    }
+    chunk.token_ids = std::move(o.token_ids);
+    chunk.logprobs = std::move(o.logprobs);
+    chunk.text = std::move(o.text);
+    chunk.finish_reason = o.finish_reason;
     chunk.time = Clock::now();
     if (live.first_token == Clock::time_point()) live.first_token = chunk.time;
     const bool finished = chunk.finish_reason.has_value();
@@ -337,7 +331,7 @@ void Engine::EndRequest(RequestId id, sampling::FinishReason reason, Status erro
   auto it = live_.find(id);
   STRATA_CHECK(it != live_.end());
   Live& live = *it->second;
-  sampling::FinishChecker::Step last = live.checker.Finish(live.detokenizer.Flush(), reason);
+  OutputProcessor::Output last = live.output.Finish(reason);
   StreamChunk chunk;
   chunk.text = std::move(last.text);
   chunk.finish_reason = reason;

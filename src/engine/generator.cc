@@ -4,12 +4,11 @@
 #include <chrono>
 
 #include "strata/engine/model_runner.h"
+#include "strata/engine/output_processor.h"
 #include "strata/engine/request_limits.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
-#include "strata/sampling/finish_checker.h"
 #include "strata/sampling/sampler.h"
-#include "strata/tokenizer/incremental_detokenizer.h"
 
 namespace strata::engine {
 namespace {
@@ -48,8 +47,7 @@ StatusOr<GenerationResult> Generator::Generate(
   result.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   sampling::Sampler sampler(params, prompt);
   const std::vector<tokenizer::TokenId> eog = tokenizer_->vocab().EndOfGenerationIds();
-  sampling::FinishChecker checker(params, eog);
-  tokenizer::IncrementalDetokenizer detokenizer(*tokenizer_, /*render_special=*/false);
+  OutputProcessor output(params, *tokenizer_, eog);
   auto emit = [&](const std::string& text) {
     if (text.empty()) return;
     result.text += text;
@@ -76,14 +74,11 @@ StatusOr<GenerationResult> Generator::Generate(
   int64_t pos = static_cast<int64_t>(prompt.size());
   while (true) {
     const int32_t token = sampled.at(0);
-    sampler.Accept(token);
-    result.tokens.push_back(token);
-    sampling::FinishChecker::Step step = checker.Append(token, detokenizer.Push(token));
-    emit(step.text);
-    if (step.finish_reason) {
-      sampling::FinishChecker::Step last = checker.Finish(detokenizer.Flush(), *step.finish_reason);
-      emit(last.text);
-      result.finish_reason = *last.finish_reason;
+    OutputProcessor::Output o = output.Append(std::span<const int32_t>(&token, 1), {}, &sampler);
+    result.tokens.insert(result.tokens.end(), o.token_ids.begin(), o.token_ids.end());
+    emit(o.text);
+    if (o.finish_reason) {
+      result.finish_reason = *o.finish_reason;
       break;
     }
     backend::Batch batch;

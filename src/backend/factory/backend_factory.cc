@@ -36,7 +36,7 @@ bool CudaBackendBuilt() {
 }
 
 bool CudaBackendUsable() {
-  return CudaBackendBuilt() && internal::LoadCudaPlugin().ok() &&
+  return CudaBackendBuilt() && internal::CudaDriverPresent() && internal::LoadCudaPlugin().ok() &&
          internal::CudaPluginDeviceCount() > 0;
 }
 
@@ -51,6 +51,11 @@ StatusOr<BackendKind> ResolveBackendKind(BackendKind requested) {
         return FailedPreconditionError(
             "backend cuda: this build of Strata has no CUDA backend (nvcc was not found when it "
             "was configured); use --backend cpu or auto");
+      }
+      if (!internal::CudaDriverPresent()) {
+        return FailedPreconditionError(
+            "backend cuda: no CUDA device is visible to this process (the NVIDIA driver's "
+            "libcuda.so.1 cannot be loaded); use --backend cpu or auto");
       }
       if (Status loaded = internal::LoadCudaPlugin(); !loaded.ok()) {
         return FailedPreconditionError("backend cuda: " + loaded.message());

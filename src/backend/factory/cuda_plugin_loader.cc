@@ -91,6 +91,16 @@ const Plugin& Get() {
 
 }  // namespace
 
+bool CudaDriverPresent() {
+  static const bool present = [] {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) return false;
+    dlclose(driver);
+    return true;
+  }();
+  return present;
+}
+
 Status LoadCudaPlugin() { return Get().status; }
 
 int CudaPluginDeviceCount() {

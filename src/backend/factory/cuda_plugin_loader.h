@@ -19,6 +19,10 @@ namespace strata::backend::internal {
 // tried and the loader's reason otherwise.
 [[nodiscard]] Status LoadCudaPlugin();
 
+// Whether the NVIDIA driver's library (libcuda.so.1) can be loaded: without it no device can
+// be visible, and CPU-only machines need not load the CUDA libraries at all to learn that.
+bool CudaDriverPresent();
+
 // CUDA devices visible through the library; 0 when it cannot be loaded.
 int CudaPluginDeviceCount();
 

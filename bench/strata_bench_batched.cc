@@ -8,13 +8,13 @@
 //                        [--suffix-tokens T] [--reps R] [engine flags]
 //
 // Sweep (default): for each N in --concurrency, on a fresh Engine (empty prefix cache) over one
-// CpuBackend, N requests are submitted at once, each a distinct prompt of P pseudo-random
-// ordinary tokens (the rule of strata-bench-generate: BOS when the vocab adds one, then uniform
-// draws from the tokens whose tokenizer.ggml.token_type is normal; a fixed seed per N), each
-// generating G tokens greedily with end-of-generation ignored. This thread drives the engine
-// with Step() until every stream has ended, reading the streams after each step. Times come
-// from the engine's chunk timestamps; the wall time runs from just before the first Submit to
-// the step that ended the last request. Per N, one JSON line:
+// backend (the CPU one unless --backend says otherwise), N requests are submitted at once, each a
+// distinct prompt of P pseudo-random ordinary tokens (the rule of strata-bench-generate: BOS when
+// the vocab adds one, then uniform draws from the tokens whose tokenizer.ggml.token_type is normal;
+// a fixed seed per N), each generating G tokens greedily with end-of-generation ignored. This
+// thread drives the engine with Step() until every stream has ended, reading the streams after each
+// step. Times come from the engine's chunk timestamps; the wall time runs from just before the
+// first Submit to the step that ended the last request. Per N, one JSON line:
 //   output_tokens_per_s   all generated tokens / wall time (prefill included)
 //   decode_tokens_per_s   tokens produced after the last request got its first token, over the
 //                         time from then to the end (all sequences decoding: what
@@ -61,6 +61,8 @@
 #include <vector>
 
 #include "prompt_source.h"
+#include "strata/backend/backend_factory.h"
+#include "strata/backend/backend_flags.h"
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/backend/cpu/kv_storage.h"
 #include "strata/common/tool_args.h"
@@ -74,8 +76,7 @@ namespace {
 constexpr strata::ToolArgs kArgs("strata-bench-batched", /*usage_exit_code=*/1);
 
 using Clock = std::chrono::steady_clock;
-using strata::backend::cpu::CpuBackend;
-using strata::backend::cpu::CpuBackendOptions;
+using strata::backend::Backend;
 using strata::bench::PromptSource;
 using strata::engine::BatchingMode;
 using strata::engine::Engine;
@@ -87,9 +88,7 @@ using strata::engine::StreamChunk;
 
 constexpr char kUsage[] =
     "usage: strata-bench-batched --model MODEL.gguf [flags]\n"
-    "  --threads N              CPU threads (default: one per core)\n"
-    "  --matmul-precision fp32|int8  matmul activations (default fp32; see matmul.h)\n"
-    "  --kv-budget-bytes B      KV cache memory (default 0: sized to the largest test)\n"
+    "  (--kv-budget-bytes defaults to 0 here: sized to the largest test)\n"
     "  --concurrency LIST       requests submitted at once, comma-separated\n"
     "                           (default 1,2,4,8,16,32,64)\n"
     "  --prompt-tokens P        tokens per prompt (default 128)\n"
@@ -174,7 +173,7 @@ double Median(std::vector<double> values) { return Percentile(std::move(values),
 
 class Bench {
  public:
-  Bench(CpuBackend* backend, const strata::tokenizer::Tokenizer* tokenizer,
+  Bench(Backend* backend, const strata::tokenizer::Tokenizer* tokenizer,
         const EngineOptions& options)
       : backend_(backend), tokenizer_(tokenizer), options_(options) {}
 
@@ -277,7 +276,7 @@ class Bench {
                        [](const Trace& t) { return t.tokens > 0 || t.ended; });
   }
 
-  CpuBackend* backend_;
+  Backend* backend_;
   const strata::tokenizer::Tokenizer* tokenizer_;
   EngineOptions options_;
 };
@@ -415,13 +414,15 @@ int main(int argc, char** argv) {
   int64_t prompt_tokens = 128, gen_tokens = 128, system_tokens = 1000, suffix_tokens = 16, reps = 3;
   uint64_t seed = 42;
   bool warmup = true, prefix_test = false;
-  CpuBackendOptions backend_options;
-  backend_options.kv_budget_bytes = 0;  // sized below
+  strata::backend::BackendSpec spec;
+  spec.kind = strata::backend::BackendKind::kCpu;  // the CPU benchmark beside llama.cpp's
+  spec.kv_budget_bytes = 0;                        // sized below
   EngineOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(strata::backend::kBackendFlagsUsage, stdout);
       return 0;
     }
     if (flag == "--no-warmup") {
@@ -438,16 +439,12 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)");
     const char* v = argv[++i];
-    if (flag == "--model") {
-      model_path = v;
-    } else if (flag == "--threads") {
-      backend_options.num_threads = static_cast<int>(kArgs.Int(flag, v, 0));
-    } else if (flag == "--matmul-precision") {
-      if (!strata::backend::cpu::ParseMatMulPrecision(v, &backend_options.matmul_precision)) {
-        kArgs.Fail(std::string("--matmul-precision must be fp32 or int8, got '") + v + "'");
+    if (strata::backend::IsBackendFlag(flag)) {
+      if (auto applied = strata::backend::ApplyBackendFlag(flag, v, &spec); !applied.ok()) {
+        kArgs.Fail(applied.message());
       }
-    } else if (flag == "--kv-budget-bytes") {
-      backend_options.kv_budget_bytes = kArgs.Int(flag, v, 0);
+    } else if (flag == "--model") {
+      model_path = v;
     } else if (flag == "--concurrency") {
       concurrency = ParseList(flag, v);
     } else if (flag == "--prompt-tokens") {
@@ -485,7 +482,7 @@ int main(int argc, char** argv) {
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());
-  if (backend_options.kv_budget_bytes == 0) {
+  if (spec.kv_budget_bytes == 0) {
     // Room for the largest test, with 2% over the scheduler's 1% admission watermark.
     auto config = strata::model::ModelConfig::FromGguf(*file);
     if (!config.ok()) kArgs.Fail(config.status().ToString());
@@ -494,8 +491,8 @@ int main(int argc, char** argv) {
     kv.num_kv_heads = static_cast<int32_t>(config->n_kv_heads);
     kv.head_dim_k = static_cast<int32_t>(config->head_dim_k);
     kv.head_dim_v = static_cast<int32_t>(config->head_dim_v);
-    kv.block_size = backend_options.block_size;
-    kv.dtype = backend_options.kv_dtype;
+    kv.block_size = spec.block_size;
+    kv.dtype = spec.kv_dtype;
     const int64_t bs = kv.block_size;
     const auto blocks_for = [bs](int64_t tokens) { return (tokens + bs - 1) / bs; };
     int64_t blocks = 2 * blocks_for(system_tokens + suffix_tokens);
@@ -504,16 +501,19 @@ int main(int argc, char** argv) {
       blocks = max_n * blocks_for(prompt_tokens + gen_tokens);
     }
     blocks += blocks / 50 + 2;
-    backend_options.kv_budget_bytes = blocks * strata::backend::cpu::KvBytesPerBlock(kv);
+    spec.kv_budget_bytes = blocks * strata::backend::cpu::KvBytesPerBlock(kv);
   }
   auto tokenizer = strata::tokenizer::Tokenizer::FromGguf(*file);
   if (!tokenizer.ok()) kArgs.Fail(tokenizer.status().ToString());
-  auto created = CpuBackend::Create(*file, backend_options);
+  auto created = strata::backend::CreateBackend(*file, spec);
   if (!created.ok()) kArgs.Fail(created.status().ToString());
-  CpuBackend* backend = created->get();
+  Backend* backend = created->get();
+  std::fprintf(stderr, "strata-bench-batched: %s\n", backend->Describe().c_str());
+  // The thread count the JSON lines report (0 for a backend without CPU threads).
+  const auto* cpu = dynamic_cast<const strata::backend::cpu::CpuBackend*>(backend);
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
   Bench bench(backend, tokenizer->get(), options);
-  const EngineSetup setup{options, backend->num_threads(), backend_options.matmul_precision,
+  const EngineSetup setup{options, cpu != nullptr ? cpu->num_threads() : 0, spec.matmul_precision,
                           backend->kv_geometry()};
 
   if (warmup) {

@@ -1,8 +1,8 @@
 // strata-bench-generate: single-stream prefill and decode speed of Strata's CPU backend, measured
 // the way llama.cpp's llama-bench measures them, so the two can be compared on one GGUF file.
 //
-//   strata-bench-generate --model MODEL.gguf [--threads N] [-p N] [-n N] [-d D] [--reps R]
-//                         [--kv-budget-bytes B] [--kv-dtype f16|f32] [--prefill-chunk N]
+//   strata-bench-generate --model MODEL.gguf [-p N] [-n N] [-d D] [--reps R] [--prefill-chunk N]
+//                         [backend flags: --backend cpu|cuda|auto, --threads N, ...]
 //                         [--seed S] [--no-warmup]
 //
 // Tests (each repetition starts a new sequence on fresh KV blocks at position 0):
@@ -34,6 +34,8 @@
 #include <vector>
 
 #include "prompt_source.h"
+#include "strata/backend/backend_factory.h"
+#include "strata/backend/backend_flags.h"
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/common/tool_args.h"
 #include "strata/kv/block_pool.h"
@@ -44,26 +46,21 @@ namespace {
 
 constexpr strata::ToolArgs kArgs("strata-bench-generate", /*usage_exit_code=*/1);
 
+using strata::backend::Backend;
 using strata::backend::Batch;
 using strata::backend::SequenceSlice;
-using strata::backend::cpu::CpuBackend;
-using strata::backend::cpu::CpuBackendOptions;
-using strata::backend::cpu::KvDtype;
 using strata::bench::PromptSource;
 
 constexpr char kUsage[] =
     "usage: strata-bench-generate --model MODEL.gguf [flags]\n"
-    "  --threads N              CPU threads (default: one per core)\n"
     "  -p N                     prefill test: an N-token prompt (default 512, 0: skip)\n"
     "  -n N                     decode test: N greedy steps (default 128, 0: skip)\n"
     "  -d D                     decode test: after a D-token prompt (default 0)\n"
     "  --reps R                 timed repetitions of each test (default 5)\n"
-    "  --kv-budget-bytes B      KV cache memory (default 268435456)\n"
-    "  --kv-dtype f16|f32       KV cache storage type (default f16)\n"
-    "  --matmul-precision fp32|int8  matmul activations (default fp32; see matmul.h)\n"
     "  --prefill-chunk N        prompt tokens per forward pass (default 512)\n"
     "  --seed S                 seed of the random prompt tokens (default 42)\n"
-    "  --no-warmup              skip the untimed warmup run of each test\n";
+    "  --no-warmup              skip the untimed warmup run of each test\n"
+    "backend (default --backend cpu: this is the CPU benchmark beside llama-bench):\n";
 
 // One sequence on fresh KV blocks: allocated for `total_tokens` at construction, released at
 // destruction.
@@ -93,7 +90,7 @@ class FreshSequence {
 
 class Runner {
  public:
-  Runner(CpuBackend* backend, int64_t prefill_chunk)
+  Runner(Backend* backend, int64_t prefill_chunk)
       : backend_(backend), prefill_chunk_(prefill_chunk) {}
 
   // Forwards `tokens` at positions [start, start + size) in chunks; the logits of the last token
@@ -123,7 +120,7 @@ class Runner {
   }
 
  private:
-  CpuBackend* backend_;
+  Backend* backend_;
   int64_t prefill_chunk_;
   std::vector<float> logits_;
 };
@@ -159,11 +156,13 @@ int main(int argc, char** argv) {
   int64_t n_prompt = 512, n_gen = 128, depth = 0, reps = 5, prefill_chunk = 512;
   uint64_t seed = 42;
   bool warmup = true;
-  CpuBackendOptions options;
+  strata::backend::BackendSpec spec;
+  spec.kind = strata::backend::BackendKind::kCpu;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(strata::backend::kBackendFlagsUsage, stdout);
       return 0;
     }
     if (flag == "--no-warmup") {
@@ -172,10 +171,12 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)");
     const char* v = argv[++i];
-    if (flag == "--model") {
+    if (strata::backend::IsBackendFlag(flag)) {
+      if (auto applied = strata::backend::ApplyBackendFlag(flag, v, &spec); !applied.ok()) {
+        kArgs.Fail(applied.message());
+      }
+    } else if (flag == "--model") {
       model_path = v;
-    } else if (flag == "--threads") {
-      options.num_threads = static_cast<int>(kArgs.Int(flag, v, 0));
     } else if (flag == "-p") {
       n_prompt = kArgs.Int(flag, v, 0);
     } else if (flag == "-n") {
@@ -184,21 +185,10 @@ int main(int argc, char** argv) {
       depth = kArgs.Int(flag, v, 0);
     } else if (flag == "--reps") {
       reps = kArgs.Int(flag, v, 1);
-    } else if (flag == "--kv-budget-bytes") {
-      options.kv_budget_bytes = kArgs.Int(flag, v, 1);
     } else if (flag == "--prefill-chunk") {
       prefill_chunk = kArgs.Int(flag, v, 1);
     } else if (flag == "--seed") {
       seed = static_cast<uint64_t>(kArgs.Int(flag, v, 0));
-    } else if (flag == "--kv-dtype") {
-      if (std::strcmp(v, "f16") != 0 && std::strcmp(v, "f32") != 0) {
-        kArgs.Fail(std::string("--kv-dtype must be f16 or f32, got '") + v + "'");
-      }
-      options.kv_dtype = std::strcmp(v, "f16") == 0 ? KvDtype::kF16 : KvDtype::kF32;
-    } else if (flag == "--matmul-precision") {
-      if (!strata::backend::cpu::ParseMatMulPrecision(v, &options.matmul_precision)) {
-        kArgs.Fail(std::string("--matmul-precision must be fp32 or int8, got '") + v + "'");
-      }
     } else {
       kArgs.Fail("unknown flag " + flag + " (see --help)");
     }
@@ -208,9 +198,10 @@ int main(int argc, char** argv) {
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());
-  auto created = CpuBackend::Create(*file, options);
+  auto created = strata::backend::CreateBackend(*file, spec);
   if (!created.ok()) kArgs.Fail(created.status().ToString());
-  CpuBackend* backend = created->get();
+  Backend* backend = created->get();
+  std::fprintf(stderr, "strata-bench-generate: %s\n", backend->Describe().c_str());
   const int64_t context = backend->config().context_length;
   if (std::max(n_prompt, depth + n_gen) > context) {
     kArgs.Fail("-p and -d + -n must be at most the context length " + std::to_string(context));
@@ -218,7 +209,9 @@ int main(int argc, char** argv) {
   const strata::backend::KvGeometry geometry = backend->kv_geometry();
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
   Runner runner(backend, prefill_chunk);
-  const int threads = backend->num_threads();
+  // The thread count llama-bench reports beside it (0 for a backend without CPU threads).
+  const auto* cpu = dynamic_cast<const strata::backend::cpu::CpuBackend*>(backend);
+  const int threads = cpu != nullptr ? cpu->num_threads() : 0;
 
   if (n_prompt > 0) {
     std::vector<double> seconds;

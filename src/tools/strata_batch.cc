@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/backend/backend_factory.h"
+#include "strata/backend/backend_flags.h"
 #include "strata/common/tool_args.h"
 #include "strata/engine/engine.h"
 #include "strata/model/gguf_file.h"
@@ -38,10 +39,7 @@ constexpr char kUsage[] =
     "  --preload-prompts FILE     prompts (token ids per line) put into the prefix cache first\n"
     "  --batching static|adaptive token budget fixed, or following --target-itl-ms\n"
     "  --target-itl-ms F          inter-token latency target of adaptive batching (100)\n"
-    "  --kv-budget-bytes N        KV cache memory (default 268435456)\n"
-    "  --threads N                CPU threads (default: one per core)\n"
-    "  --matmul-precision fp32|int8\n"
-    "                             matmul activations (default fp32; see matmul.h)\n";
+    "backend (default --backend cpu, the invariance tests' reference):\n";
 
 constexpr strata::ToolArgs kArgs("strata-batch", /*usage_exit_code=*/2);
 
@@ -108,6 +106,7 @@ void RunTogether(strata::engine::Engine& engine, const std::vector<std::vector<i
 int main(int argc, char** argv) {
   if (argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
     std::fputs(kUsage, stdout);
+    std::fputs(strata::backend::kBackendFlagsUsage, stdout);
     return 0;
   }
   if (argc < 2) kArgs.Fail(std::string("missing MODEL.gguf\n") + kUsage, 2);
@@ -115,7 +114,8 @@ int main(int argc, char** argv) {
   std::string prompts_path, preload_path, mode = "together";
   int32_t max_tokens = 32;
   strata::engine::EngineOptions engine_options;
-  strata::backend::cpu::CpuBackendOptions options;
+  strata::backend::BackendSpec spec;
+  spec.kind = strata::backend::BackendKind::kCpu;
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--no-prefix-caching") {
@@ -124,7 +124,11 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)", 2);
     const char* v = argv[++i];
-    if (flag == "--prompts")
+    if (strata::backend::IsBackendFlag(flag)) {
+      if (auto applied = strata::backend::ApplyBackendFlag(flag, v, &spec); !applied.ok()) {
+        kArgs.Fail(applied.message(), 2);
+      }
+    } else if (flag == "--prompts")
       prompts_path = v;
     else if (flag == "--mode")
       mode = v;
@@ -145,29 +149,20 @@ int main(int argc, char** argv) {
       engine_options.scheduler.max_batch_size = static_cast<int32_t>(kArgs.Int(flag, v));
     else if (flag == "--long-prefill-chunk")
       engine_options.scheduler.long_prefill_chunk = kArgs.Int(flag, v);
-    else if (flag == "--kv-budget-bytes")
-      options.kv_budget_bytes = kArgs.Int(flag, v);
-    else if (flag == "--threads")
-      options.num_threads = static_cast<int>(kArgs.Int(flag, v));
-    else if (flag == "--matmul-precision") {
-      if (!strata::backend::cpu::ParseMatMulPrecision(v, &options.matmul_precision)) {
-        kArgs.Fail("--matmul-precision must be fp32 or int8", 2);
-      }
-    } else
+    else
       kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
   }
   if (prompts_path.empty()) kArgs.Fail("--prompts is required (see --help)", 2);
   if (mode != "together" && mode != "alone" && mode != "twice") {
     kArgs.Fail("--mode must be together, alone or twice", 2);
   }
-  if (options.num_threads < 0) kArgs.Fail("--threads must be >= 0", 2);
   const std::vector<std::vector<int32_t>> prompts = ReadPrompts(prompts_path);
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());
   auto tokenizer = strata::tokenizer::Tokenizer::FromGguf(*file);
   if (!tokenizer.ok()) kArgs.Fail(tokenizer.status().ToString());
-  auto backend = strata::backend::cpu::CpuBackend::Create(*file, options);
+  auto backend = strata::backend::CreateBackend(*file, spec);
   if (!backend.ok()) kArgs.Fail(backend.status().ToString());
   auto engine = strata::engine::Engine::Create(backend->get(), tokenizer->get(), engine_options);
   if (!engine.ok()) kArgs.Fail(engine.status().ToString());

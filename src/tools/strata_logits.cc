@@ -1,8 +1,9 @@
-// strata-logits: runs Strata's CPU backend on given token ids, for the fidelity tests.
+// strata-logits: runs a Strata backend (the CPU one unless --backend says otherwise) on given
+// token ids, for the fidelity tests.
 //
 //   strata-logits MODEL.gguf --tokens "ID ID ..." [--mode logits|nll|greedy]
-//                 [--steps N] [--chunk N] [--threads N] [--kv-dtype f16|f32]
-//                 [--matmul-precision fp32|int8]
+//                 [--steps N] [--chunk N] [backend flags: --backend cpu|cuda|auto, --threads N,
+//                 --kv-dtype f16|f32, --matmul-precision fp32|int8, ... (backend_flags.h)]
 //
 // logits: teacher forcing; writes [n_tokens, vocab] fp32 (little-endian) to stdout.
 // nll:    teacher forcing; writes [n_tokens - 1] fp32: log p(token[i+1] | tokens[..i]).
@@ -17,7 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "strata/backend/cpu/cpu_backend.h"
+#include "strata/backend/backend_factory.h"
+#include "strata/backend/backend_flags.h"
 #include "strata/common/tool_args.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
@@ -27,9 +29,6 @@ namespace {
 
 using strata::backend::Batch;
 using strata::backend::SequenceSlice;
-using strata::backend::cpu::CpuBackend;
-using strata::backend::cpu::CpuBackendOptions;
-using strata::backend::cpu::KvDtype;
 
 constexpr strata::ToolArgs kArgs("strata-logits", /*usage_exit_code=*/1);
 
@@ -50,15 +49,21 @@ int main(int argc, char** argv) {
   std::vector<int32_t> tokens;
   int64_t steps = 16;
   int64_t chunk = 256;
-  CpuBackendOptions options;
-  options.kv_budget_bytes = int64_t{1} << 30;
+  strata::backend::BackendSpec spec;
+  spec.kind = strata::backend::BackendKind::kCpu;  // the fidelity tests' reference
+  spec.kv_budget_bytes = int64_t{1} << 30;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) kArgs.Fail(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--tokens") {
+    if (strata::backend::IsBackendFlag(arg)) {
+      const std::string value = next();
+      if (auto applied = strata::backend::ApplyBackendFlag(arg, value, &spec); !applied.ok()) {
+        kArgs.Fail(applied.message());
+      }
+    } else if (arg == "--tokens") {
       std::istringstream in(next());
       long long id;
       while (in >> id) tokens.push_back(static_cast<int32_t>(id));
@@ -68,16 +73,6 @@ int main(int argc, char** argv) {
       steps = std::atoll(next().c_str());
     } else if (arg == "--chunk") {
       chunk = std::max<int64_t>(1, std::atoll(next().c_str()));
-    } else if (arg == "--threads") {
-      options.num_threads = std::atoi(next().c_str());
-    } else if (arg == "--kv-dtype") {
-      std::string v = next();
-      if (v != "f16" && v != "f32") kArgs.Fail("--kv-dtype must be f16 or f32");
-      options.kv_dtype = v == "f16" ? KvDtype::kF16 : KvDtype::kF32;
-    } else if (arg == "--matmul-precision") {
-      if (!strata::backend::cpu::ParseMatMulPrecision(next(), &options.matmul_precision)) {
-        kArgs.Fail("--matmul-precision must be fp32 or int8");
-      }
     } else {
       kArgs.Fail("unknown argument " + arg);
     }
@@ -87,7 +82,7 @@ int main(int argc, char** argv) {
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());
-  auto backend = CpuBackend::Create(*file, options);
+  auto backend = strata::backend::CreateBackend(*file, spec);
   if (!backend.ok()) kArgs.Fail(backend.status().ToString());
   const int64_t vocab = (*backend)->config().vocab_size;
   const auto geometry = (*backend)->kv_geometry();

@@ -129,8 +129,9 @@ if [[ -n "${STRATA_CHECK_PREBUILT:-}" ]]; then
   TEST_DIR=$BUNDLE
   SERVER_BIN=$BUNDLE
 else
+  # Warnings stay warnings here: the device's compiler may be newer than the one CI holds us to.
   CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_SERVER=OFF
-    -DCMAKE_CUDA_ARCHITECTURES=90)
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DSTRATA_WERROR=OFF)
   # GoogleTest is not installed everywhere: a source copy beside the tree is used when present.
   [[ -d "$ROOT/.deps/googletest" ]] && CONFIGURE+=(-DSTRATA_GTEST_SOURCE_DIR="$ROOT/.deps/googletest")
   if ! run configure "$OUT/build.log" "$(cap 30 200)" "${CONFIGURE[@]}"; then

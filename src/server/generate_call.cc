@@ -8,6 +8,7 @@
 
 #include "strata/common/logging.h"
 #include "strata/sampling/finish_reason.h"
+#include "strata/server/call_recorder.h"
 
 namespace strata::server {
 namespace {
@@ -51,76 +52,6 @@ void FillUsage(const engine::StreamChunk& last, v1::Usage* usage, v1::Timing* ti
   timing->set_total_seconds(last.timing.total_seconds);
 }
 
-// The accounting every call does: metrics per chunk and at the end, the closing log line, and
-// the status the call ends with. Not thread-safe: the owning reactor serializes calls.
-class CallRecorder {
- public:
-  CallRecorder(const CallEnv& env, std::string request_id)
-      : env_(env), request_id_(std::move(request_id)) {}
-
-  const std::string& request_id() const { return request_id_; }
-
-  void OnChunk(const engine::StreamChunk& chunk) {
-    if (chunk.token_ids.empty()) return;
-    const auto n = static_cast<int64_t>(chunk.token_ids.size());
-    env_.metrics->CountGeneratedTokens(n);
-    if (last_token_time_ != Clock::time_point()) {
-      // Chunks carry one token each; should one carry more, spread the gap evenly.
-      const double gap = std::chrono::duration<double>(chunk.time - last_token_time_).count();
-      for (int64_t i = 0; i < n; ++i) env_.metrics->ObserveInterTokenLatency(gap / n);
-    }
-    last_token_time_ = chunk.time;
-  }
-
-  // The last chunk: records the request and returns the call's status.
-  grpc::Status OnLast(const engine::StreamChunk& last, bool client_cancelled) {
-    const sampling::FinishReason reason = *last.finish_reason;
-    metrics::RequestRecord record;
-    record.finish_reason = std::string(sampling::FinishReasonName(reason));
-    record.prompt_tokens = last.usage.prompt_tokens;
-    record.completion_tokens = last.usage.completion_tokens;
-    record.cached_prompt_tokens = last.usage.cached_prompt_tokens;
-    // A stage the request never reached reports 0 (see RequestTiming): not observed.
-    const bool scheduled = last.usage.completion_tokens > 0 || last.timing.queue_seconds > 0;
-    record.queue_seconds = scheduled ? last.timing.queue_seconds : -1;
-    record.time_to_first_token_seconds =
-        last.usage.completion_tokens > 0 ? last.timing.time_to_first_token_seconds : -1;
-    record.e2e_seconds = last.timing.total_seconds;
-    env_.metrics->ObserveRequest(record);
-
-    grpc::Status status = grpc::Status::OK;
-    if (reason == sampling::FinishReason::kCancelled) {
-      status = client_cancelled
-                   ? grpc::Status(grpc::StatusCode::CANCELLED, "the request was cancelled")
-                   : grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                  "the server shut down before the request finished");
-    } else if (reason == sampling::FinishReason::kError) {
-      status = last.error.ok()
-                   ? grpc::Status(grpc::StatusCode::INTERNAL, "the engine failed the request")
-                   : ToGrpcStatus(last.error);
-    }
-    if (!status.ok()) {
-      env_.metrics->CountError(
-          StatusCodeName(static_cast<StatusCode>(static_cast<int>(status.error_code()))));
-    }
-    Log(status.ok() || client_cancelled ? LogLevel::kInfo : LogLevel::kWarn, "request finished",
-        {{"request_id", request_id_},
-         {"finish_reason", record.finish_reason},
-         {"prompt_tokens", std::to_string(record.prompt_tokens)},
-         {"cached_prompt_tokens", std::to_string(record.cached_prompt_tokens)},
-         {"completion_tokens", std::to_string(record.completion_tokens)},
-         {"ttft_ms", std::to_string(last.timing.time_to_first_token_seconds * 1000)},
-         {"total_ms", std::to_string(last.timing.total_seconds * 1000)},
-         {"status", status.ok() ? "OK" : status.error_message()}});
-    return status;
-  }
-
- private:
-  CallEnv env_;
-  std::string request_id_;
-  Clock::time_point last_token_time_{};
-};
-
 class UnaryGenerate final : public grpc::ServerUnaryReactor,
                             public std::enable_shared_from_this<UnaryGenerate> {
  public:
@@ -128,7 +59,7 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
                 std::string request_id, uint64_t seed, v1::GenerateResponse* response)
       : env_(env),
         stream_(std::move(stream)),
-        recorder_(env, std::move(request_id)),
+        recorder_(env.metrics, std::move(request_id)),
         response_(response) {
     response_->set_request_id(recorder_.request_id());
     response_->set_seed(seed);
@@ -163,7 +94,7 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
       response_->mutable_text()->append(chunk.text);
       AppendLogprobs(chunk, response_->mutable_logprobs());
       if (!chunk.finish_reason) continue;
-      const grpc::Status status = recorder_.OnLast(chunk, cancelled_.load());
+      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancelled_.load()));
       response_->set_finish_reason(ToProto(*chunk.finish_reason));
       FillUsage(chunk, response_->mutable_usage(), response_->mutable_timing());
       finished_ = true;
@@ -188,7 +119,10 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
  public:
   StreamGenerate(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream,
                  std::string request_id, uint64_t seed)
-      : env_(env), stream_(std::move(stream)), recorder_(env, std::move(request_id)), seed_(seed) {}
+      : env_(env),
+        stream_(std::move(stream)),
+        recorder_(env.metrics, std::move(request_id)),
+        seed_(seed) {}
 
   void Begin(std::shared_ptr<StreamGenerate> self) {
     self_ = std::move(self);
@@ -236,7 +170,7 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
       message_.mutable_text()->append(chunk.text);
       AppendLogprobs(chunk, message_.mutable_logprobs());
       if (!chunk.finish_reason) continue;
-      const grpc::Status status = recorder_.OnLast(chunk, cancelled_);
+      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancelled_));
       message_.set_request_id(recorder_.request_id());
       message_.set_finish_reason(ToProto(*chunk.finish_reason));
       FillUsage(chunk, message_.mutable_usage(), message_.mutable_timing());

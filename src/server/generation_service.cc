@@ -7,6 +7,7 @@
 
 #include "strata/common/logging.h"
 #include "strata/common/utf8.h"
+#include "strata/server/proto_input.h"
 #include "strata/tokenizer/incremental_detokenizer.h"
 
 namespace strata::server {
@@ -40,7 +41,8 @@ StatusOr<TranslatedRequest> GenerationService::Translate(const ServingModel& mod
     std::lock_guard<std::mutex> lock(seed_mutex_);
     drawn_seed = seed_source_();
   }
-  StatusOr<TranslatedRequest> translated = model.translator->Translate(request, drawn_seed);
+  StatusOr<TranslatedRequest> translated =
+      model.translator->Translate(InputFromProto(request), drawn_seed);
   if (translated.ok() && options_.log_prompts) {
     Log(LogLevel::kDebug, "request received",
         {{"request_id", translated->request_id},

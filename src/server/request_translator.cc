@@ -23,12 +23,11 @@ RequestTranslator::RequestTranslator(const tokenizer::Tokenizer* tokenizer,
                                      const TranslatorLimits& limits)
     : tokenizer_(tokenizer), chat_template_(chat_template), limits_(limits) {}
 
-StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(
-    const v1::GenerateRequest& request) const {
+StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(const GenerationInput& input) const {
   const int64_t vocab = static_cast<int64_t>(tokenizer_->vocab().tokens.size());
-  switch (request.input_case()) {
-    case v1::GenerateRequest::kPrompt: {
-      const std::string& prompt = request.prompt();
+  switch (input.kind) {
+    case GenerationInput::Kind::kText: {
+      const std::string& prompt = input.text;
       if (prompt.empty()) return InvalidArgumentError("prompt must not be empty");
       if (prompt.size() > limits_.max_prompt_bytes) {
         return InvalidArgumentError("prompt must be at most " +
@@ -38,45 +37,45 @@ StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(
       STRATA_RETURN_IF_ERROR(BadUtf8("prompt", prompt));
       return tokenizer_->Encode(prompt, {/*add_special=*/true, /*parse_special=*/false});
     }
-    case v1::GenerateRequest::kTokenIds: {
-      const auto& ids = request.token_ids().ids();
+    case GenerationInput::Kind::kTokenIds: {
+      const std::vector<int32_t>& ids = input.token_ids;
       if (ids.empty()) return InvalidArgumentError("token_ids.ids must not be empty");
-      if (static_cast<size_t>(ids.size()) > limits_.max_prompt_tokens) {
+      if (ids.size() > limits_.max_prompt_tokens) {
         return InvalidArgumentError("token_ids.ids must hold at most " +
                                     std::to_string(limits_.max_prompt_tokens) + " ids, got " +
                                     std::to_string(ids.size()));
       }
-      for (int i = 0; i < ids.size(); ++i) {
+      for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= vocab) {
           return InvalidArgumentError("token_ids.ids[" + std::to_string(i) + "] must be in [0, " +
                                       std::to_string(vocab) + "), got " + std::to_string(ids[i]));
         }
       }
-      return std::vector<int32_t>(ids.begin(), ids.end());
+      return ids;
     }
-    case v1::GenerateRequest::kChat: {
+    case GenerationInput::Kind::kChat: {
       if (chat_template_ == nullptr) {
         return FailedPreconditionError("this model has no chat template: send a prompt");
       }
-      const auto& messages = request.chat().messages();
+      const std::vector<ChatTurn>& messages = input.chat;
       if (messages.empty()) return InvalidArgumentError("chat.messages must not be empty");
-      if (static_cast<size_t>(messages.size()) > limits_.max_chat_messages) {
+      if (messages.size() > limits_.max_chat_messages) {
         return InvalidArgumentError("chat.messages must hold at most " +
                                     std::to_string(limits_.max_chat_messages) + ", got " +
                                     std::to_string(messages.size()));
       }
       std::vector<tokenizer::ChatMessage> turns;
       size_t bytes = 0;
-      for (int i = 0; i < messages.size(); ++i) {
+      for (size_t i = 0; i < messages.size(); ++i) {
         const std::string field = "chat.messages[" + std::to_string(i) + "]";
-        const std::string& role = messages[i].role();
+        const std::string& role = messages[i].role;
         if (role != "system" && role != "user" && role != "assistant") {
           return InvalidArgumentError(field + ".role must be system, user or assistant, got '" +
                                       role.substr(0, 32) + "'");
         }
-        STRATA_RETURN_IF_ERROR(BadUtf8(field + ".content", messages[i].content()));
-        bytes += messages[i].content().size();
-        turns.push_back({role, messages[i].content()});
+        STRATA_RETURN_IF_ERROR(BadUtf8(field + ".content", messages[i].content));
+        bytes += messages[i].content.size();
+        turns.push_back({role, messages[i].content});
       }
       if (bytes > limits_.max_prompt_bytes) {
         return InvalidArgumentError("chat.messages contents must be at most " +
@@ -84,62 +83,60 @@ StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(
                                     " bytes together, got " + std::to_string(bytes));
       }
       tokenizer::ChatRenderOptions options;
-      options.add_generation_prompt =
-          !request.chat().has_add_generation_prompt() || request.chat().add_generation_prompt();
+      options.add_generation_prompt = input.add_generation_prompt.value_or(true);
       StatusOr<std::string> text = chat_template_->Render(turns, options);
       if (!text.ok()) return InvalidArgumentError("chat.messages: " + text.status().message());
       return tokenizer_->Encode(*text, {/*add_special=*/true, /*parse_special=*/true});
     }
-    case v1::GenerateRequest::INPUT_NOT_SET:
+    case GenerationInput::Kind::kNone:
       break;
   }
   return InvalidArgumentError("input must be one of prompt, token_ids or chat");
 }
 
-StatusOr<sampling::SamplingParams> RequestTranslator::Sampling(const v1::SamplingParams& s,
+StatusOr<sampling::SamplingParams> RequestTranslator::Sampling(const SamplingInput& s,
                                                                uint64_t drawn_seed) const {
   sampling::SamplingParams p;
-  p.max_tokens = s.has_max_tokens() ? s.max_tokens() : limits_.default_max_tokens;
-  if (s.has_temperature()) p.temperature = s.temperature();
-  if (s.has_top_p()) p.top_p = s.top_p();
-  if (s.has_top_k()) p.top_k = s.top_k();
-  if (s.has_min_p()) p.min_p = s.min_p();
-  if (s.has_repetition_penalty()) p.repetition_penalty = s.repetition_penalty();
-  if (s.has_presence_penalty()) p.presence_penalty = s.presence_penalty();
-  if (s.has_frequency_penalty()) p.frequency_penalty = s.frequency_penalty();
-  p.seed = s.has_seed() ? s.seed() : drawn_seed;
-  for (int i = 0; i < s.stop_size(); ++i) {
-    STRATA_RETURN_IF_ERROR(BadUtf8("sampling.stop[" + std::to_string(i) + "]", s.stop(i)));
-    p.stop.push_back(s.stop(i));
+  p.max_tokens = s.max_tokens.value_or(limits_.default_max_tokens);
+  if (s.temperature) p.temperature = *s.temperature;
+  if (s.top_p) p.top_p = *s.top_p;
+  if (s.top_k) p.top_k = *s.top_k;
+  if (s.min_p) p.min_p = *s.min_p;
+  if (s.repetition_penalty) p.repetition_penalty = *s.repetition_penalty;
+  if (s.presence_penalty) p.presence_penalty = *s.presence_penalty;
+  if (s.frequency_penalty) p.frequency_penalty = *s.frequency_penalty;
+  p.seed = s.seed.value_or(drawn_seed);
+  for (size_t i = 0; i < s.stop.size(); ++i) {
+    STRATA_RETURN_IF_ERROR(BadUtf8("sampling.stop[" + std::to_string(i) + "]", s.stop[i]));
+    p.stop.push_back(s.stop[i]);
   }
-  p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
-  p.ignore_eos = s.ignore_eos();
-  p.logprobs = s.logprobs();
+  p.stop_token_ids = s.stop_token_ids;
+  p.ignore_eos = s.ignore_eos;
+  p.logprobs = s.logprobs;
   // Ranges, finiteness and list sizes; messages name the field ("top_p must be ...").
   Status valid = sampling::Validate(p, static_cast<int>(tokenizer_->vocab().tokens.size()));
   if (!valid.ok()) return InvalidArgumentError("sampling." + valid.message());
   return p;
 }
 
-StatusOr<TranslatedRequest> RequestTranslator::Translate(const v1::GenerateRequest& request,
+StatusOr<TranslatedRequest> RequestTranslator::Translate(const GenerationInput& input,
                                                          uint64_t drawn_seed) const {
   TranslatedRequest out;
-  if (request.request_id().size() > limits_.max_request_id_bytes) {
+  if (input.request_id.size() > limits_.max_request_id_bytes) {
     return InvalidArgumentError("request_id must be at most " +
                                 std::to_string(limits_.max_request_id_bytes) + " bytes, got " +
-                                std::to_string(request.request_id().size()));
+                                std::to_string(input.request_id.size()));
   }
-  STRATA_RETURN_IF_ERROR(BadUtf8("request_id", request.request_id()));
-  out.request_id = request.request_id();
-  if (request.priority() < -limits_.max_abs_priority ||
-      request.priority() > limits_.max_abs_priority) {
+  STRATA_RETURN_IF_ERROR(BadUtf8("request_id", input.request_id));
+  out.request_id = input.request_id;
+  if (input.priority < -limits_.max_abs_priority || input.priority > limits_.max_abs_priority) {
     return InvalidArgumentError(
         "priority must be between " + std::to_string(-limits_.max_abs_priority) + " and " +
-        std::to_string(limits_.max_abs_priority) + ", got " + std::to_string(request.priority()));
+        std::to_string(limits_.max_abs_priority) + ", got " + std::to_string(input.priority));
   }
-  out.request.priority = request.priority();
-  STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(request));
-  STRATA_ASSIGN_OR_RETURN(out.request.params, Sampling(request.sampling(), drawn_seed));
+  out.request.priority = input.priority;
+  STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(input));
+  STRATA_ASSIGN_OR_RETURN(out.request.params, Sampling(input.sampling, drawn_seed));
   out.seed = out.request.params.seed;
   // Whether prompt + max_tokens fit the context and the KV cache is the engine's to say
   // (engine/request_limits.h), once for every transport.

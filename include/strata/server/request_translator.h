@@ -1,5 +1,5 @@
-// RequestTranslator: a strata.v1.GenerateRequest from the network -> an engine::Request, with
-// every field checked. Nothing the client sends reaches the engine unvalidated; each violation
+// RequestTranslator: a GenerationInput from any frontend -> an engine::Request, with every
+// field checked. Nothing the client sends reaches the engine unvalidated; each violation
 // is INVALID_ARGUMENT with a message that names the field and its allowed range, so a client
 // can fix its request from the message alone.
 //
@@ -7,8 +7,8 @@
 // BOS as the model asks, special-token text left as text), token ids (non-empty, each in the
 // vocabulary) or chat messages (roles system/user/assistant, valid UTF-8, rendered by the
 // model's chat template and encoded with its special tokens). Sampling fields left unset take
-// the server defaults; a request without a seed gets `drawn_seed`. Then prompt + max_tokens
-// must fit the context.
+// the server defaults; a request without a seed gets `drawn_seed`. Whether prompt + max_tokens
+// fit the context is the engine's check (Engine::Submit), the same for every transport.
 //
 // Thread rules: immutable after construction; any thread may Translate concurrently.
 #pragma once
@@ -19,9 +19,9 @@
 
 #include "strata/common/status.h"
 #include "strata/engine/request.h"
+#include "strata/server/generation_input.h"
 #include "strata/tokenizer/chat_template.h"
 #include "strata/tokenizer/tokenizer.h"
-#include "strata/v1/generation.pb.h"
 
 namespace strata::server {
 
@@ -47,12 +47,11 @@ class RequestTranslator {
   RequestTranslator(const tokenizer::Tokenizer* tokenizer,
                     const tokenizer::ChatTemplate* chat_template, const TranslatorLimits& limits);
 
-  StatusOr<TranslatedRequest> Translate(const v1::GenerateRequest& request,
-                                        uint64_t drawn_seed) const;
+  StatusOr<TranslatedRequest> Translate(const GenerationInput& input, uint64_t drawn_seed) const;
 
  private:
-  StatusOr<std::vector<int32_t>> PromptTokens(const v1::GenerateRequest& request) const;
-  StatusOr<sampling::SamplingParams> Sampling(const v1::SamplingParams& sampling,
+  StatusOr<std::vector<int32_t>> PromptTokens(const GenerationInput& input) const;
+  StatusOr<sampling::SamplingParams> Sampling(const SamplingInput& sampling,
                                               uint64_t drawn_seed) const;
 
   const tokenizer::Tokenizer* tokenizer_;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "strata/server/proto_input.h"
 #include "support/tiny_llama.h"
 
 namespace strata::server {
@@ -27,7 +28,7 @@ class RequestTranslatorTest : public ::testing::Test {
 
   StatusOr<TranslatedRequest> Translate(const v1::GenerateRequest& r, bool with_chat = true) {
     RequestTranslator t(tokenizer_.get(), with_chat ? chat_.get() : nullptr, limits_);
-    return t.Translate(r, /*drawn_seed=*/777);
+    return t.Translate(InputFromProto(r), /*drawn_seed=*/777);
   }
 
   // Expects INVALID_ARGUMENT whose message contains `field`.
@@ -189,6 +190,53 @@ TEST_F(RequestTranslatorTest, EveryBadFieldIsNamed) {
   ExpectInvalid(r, "request_id must be at most 128 bytes");
   r.set_request_id("\xFF");
   ExpectInvalid(r, "request_id must be valid UTF-8");
+}
+
+}  // namespace
+}  // namespace strata::server
+
+namespace strata::server {
+namespace {
+
+// The translator needs no wire types: a frontend fills a GenerationInput directly, and unset
+// fields take the server defaults exactly as an unset proto field does.
+TEST(RequestTranslatorInput, APlainInputTranslatesLikeItsProto) {
+  std::unique_ptr<tokenizer::Tokenizer> tok = testing::tiny_llama::MakeTokenizer();
+  TranslatorLimits limits;
+  limits.default_max_tokens = 16;
+  RequestTranslator t(tok.get(), nullptr, limits);
+  GenerationInput in;
+  in.kind = GenerationInput::Kind::kTokenIds;
+  in.token_ids = {1, 5, 9};
+  in.sampling.temperature = 0.5f;
+  in.priority = 3;
+  in.request_id = "abc";
+  auto out = t.Translate(in, /*drawn_seed=*/99);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->request.prompt, (std::vector<int32_t>{1, 5, 9}));
+  EXPECT_EQ(out->request.params.max_tokens, 16);
+  EXPECT_FLOAT_EQ(out->request.params.temperature, 0.5f);
+  EXPECT_EQ(out->request.params.seed, 99u);
+  EXPECT_EQ(out->request.priority, 3);
+  EXPECT_EQ(out->request_id, "abc");
+
+  v1::GenerateRequest proto;
+  proto.mutable_token_ids()->add_ids(1);
+  proto.mutable_token_ids()->add_ids(5);
+  proto.mutable_token_ids()->add_ids(9);
+  proto.mutable_sampling()->set_temperature(0.5f);
+  proto.set_priority(3);
+  proto.set_request_id("abc");
+  auto via_proto = t.Translate(InputFromProto(proto), /*drawn_seed=*/99);
+  ASSERT_TRUE(via_proto.ok());
+  EXPECT_EQ(via_proto->request.prompt, out->request.prompt);
+  EXPECT_EQ(via_proto->request.params.max_tokens, out->request.params.max_tokens);
+  EXPECT_EQ(via_proto->request.params.seed, out->request.params.seed);
+
+  GenerationInput none;
+  auto refused = t.Translate(none, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("input must be one of"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#include "strata/server/proto_input.h"
+
+namespace strata::server {
+namespace {
+
+SamplingInput SamplingFromProto(const v1::SamplingParams& s) {
+  SamplingInput out;
+  if (s.has_max_tokens()) out.max_tokens = s.max_tokens();
+  if (s.has_temperature()) out.temperature = s.temperature();
+  if (s.has_top_p()) out.top_p = s.top_p();
+  if (s.has_top_k()) out.top_k = s.top_k();
+  if (s.has_min_p()) out.min_p = s.min_p();
+  if (s.has_repetition_penalty()) out.repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) out.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) out.frequency_penalty = s.frequency_penalty();
+  if (s.has_seed()) out.seed = s.seed();
+  out.stop.assign(s.stop().begin(), s.stop().end());
+  out.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  out.ignore_eos = s.ignore_eos();
+  out.logprobs = s.logprobs();
+  return out;
+}
+
+}  // namespace
+
+GenerationInput InputFromProto(const v1::GenerateRequest& request) {
+  GenerationInput in;
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kPrompt:
+      in.kind = GenerationInput::Kind::kText;
+      in.text = request.prompt();
+      break;
+    case v1::GenerateRequest::kTokenIds:
+      in.kind = GenerationInput::Kind::kTokenIds;
+      in.token_ids.assign(request.token_ids().ids().begin(), request.token_ids().ids().end());
+      break;
+    case v1::GenerateRequest::kChat:
+      in.kind = GenerationInput::Kind::kChat;
+      for (const v1::ChatMessage& m : request.chat().messages()) {
+        in.chat.push_back({m.role(), m.content()});
+      }
+      if (request.chat().has_add_generation_prompt()) {
+        in.add_generation_prompt = request.chat().add_generation_prompt();
+      }
+      break;
+    case v1::GenerateRequest::INPUT_NOT_SET:
+      break;
+  }
+  in.sampling = SamplingFromProto(request.sampling());
+  in.priority = request.priority();
+  in.request_id = request.request_id();
+  return in;
+}
+
+}  // namespace strata::server

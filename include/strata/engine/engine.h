@@ -36,6 +36,7 @@
 #include "strata/engine/model_runner.h"
 #include "strata/engine/request.h"
 #include "strata/engine/request_stream.h"
+#include "strata/engine/request_submitter.h"
 #include "strata/engine/scheduler.h"
 #include "strata/engine/submission_queue.h"
 #include "strata/kv/kv_cache_manager.h"
@@ -83,24 +84,24 @@ struct EngineStats {
   kv::KvCacheStats kv;
 };
 
-class Engine {
+class Engine final : public RequestSubmitter {
  public:
   // `backend` and `tokenizer` must outlive the engine. INVALID_ARGUMENT for inconsistent
   // options (a budget or batch cap below 1, a max_model_len above the model's context).
   static StatusOr<std::unique_ptr<Engine>> Create(backend::Backend* backend,
                                                   const tokenizer::Tokenizer* tokenizer,
                                                   const EngineOptions& options);
-  ~Engine();  // Stop()
+  ~Engine() override;  // Stop()
 
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   // Any thread. Validates and queues a request; its output arrives on the returned stream.
-  StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
+  StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) override;
 
   // Any thread. The request ends with kCancelled at the next step (its blocks are freed then).
   // Unknown and already finished ids are ignored.
-  void Cancel(RequestId id);
+  void Cancel(RequestId id) override;
 
   // Runs the loop on an own thread until Stop(). Call once.
   void Start();

@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "strata/common/status.h"
-#include "strata/engine/engine.h"
+#include "strata/engine/request_submitter.h"
 #include "strata/metrics/server_metrics.h"
 #include "strata/server/request_translator.h"
 #include "strata/v1/generation.pb.h"
@@ -30,7 +30,7 @@ namespace strata::server {
 
 // What every call needs from the server; all pointers outlive the calls.
 struct CallEnv {
-  engine::Engine* engine = nullptr;
+  engine::RequestSubmitter* engine = nullptr;  // the Engine, or whatever wraps it
   metrics::ServerMetrics* metrics = nullptr;
   std::atomic<int64_t>* in_flight = nullptr;  // calls accepted and not yet done
 };

@@ -487,6 +487,47 @@ TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
   EXPECT_LT(sampling.sampled_rows(), static_cast<int64_t>(requests.size()) * 12);
 }
 
+// The seam a response cache or router will use: a submitter that wraps the engine sees every
+// submit and cancel, and a request through it streams exactly what it would directly.
+TEST_F(EngineTest, AWrappingSubmitterServesThroughTheEngine) {
+  class Counting final : public RequestSubmitter {
+   public:
+    explicit Counting(RequestSubmitter* inner) : inner_(inner) {}
+    StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) override {
+      ++submits;
+      return inner_->Submit(std::move(request));
+    }
+    void Cancel(RequestId id) override {
+      ++cancels;
+      inner_->Cancel(id);
+    }
+    int submits = 0;
+    int cancels = 0;
+
+   private:
+    RequestSubmitter* inner_;
+  };
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  Counting wrapper(engine.get());
+  RequestSubmitter& submitter = wrapper;
+  Request r;
+  r.prompt = Prompt(3, 6);
+  r.params = Greedy(5);
+  auto kept = submitter.Submit(r);
+  ASSERT_TRUE(kept.ok());
+  Request other = r;
+  other.prompt = Prompt(4, 6);
+  auto cancelled = submitter.Submit(other);
+  ASSERT_TRUE(cancelled.ok());
+  submitter.Cancel((*cancelled)->id());
+  std::vector<Output> out = Drain(*engine, {*kept, *cancelled});
+  EXPECT_EQ(out[0].tokens, Alone(r.prompt, r.params));
+  EXPECT_EQ(out[1].finish, FinishReason::kCancelled);
+  EXPECT_EQ(wrapper.submits, 2);
+  EXPECT_EQ(wrapper.cancels, 1);
+}
+
 TEST_F(EngineTest, AFailingStepFailsOnlyThatStepsRequestsAndFreesTheirBlocks) {
   auto real = MakeBackend(int64_t{1} << 20);
   // One sequence per step: the third step belongs to the first request alone.

@@ -178,6 +178,7 @@ StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   } else {
     c.rope_style = c.arch == Architecture::kQwen2 ? RopeStyle::kNeox : RopeStyle::kNorm;
     c.activation = FfnActivation::kSilu;
+    c.has_qkv_bias = c.arch == Architecture::kQwen2;
   }
   return c;
 }

@@ -84,8 +84,6 @@ StatusOr<ModelWeights> ModelWeights::FromGguf(const GgufFile& file, ModelConfig*
   const int64_t k_width = c.n_kv_heads * c.head_dim_k;
   const int64_t v_width = c.n_kv_heads * c.head_dim_v;
   const int64_t o_width = c.n_heads * c.head_dim_v;
-  const bool gemma = c.arch == Architecture::kGemma3;
-  const bool biases = c.arch == Architecture::kQwen2;
   w.layers.resize(c.n_layers);
   for (int64_t il = 0; il < c.n_layers; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
@@ -98,16 +96,19 @@ StatusOr<ModelWeights> ModelWeights::FromGguf(const GgufFile& file, ModelConfig*
     STRATA_ASSIGN_OR_RETURN(l.bq, load.Vector(p + "attn_q.bias", q_width, false));
     STRATA_ASSIGN_OR_RETURN(l.bk, load.Vector(p + "attn_k.bias", k_width, false));
     STRATA_ASSIGN_OR_RETURN(l.bv, load.Vector(p + "attn_v.bias", v_width, false));
-    if (biases && (l.bq.empty() || l.bk.empty() || l.bv.empty())) {
-      return NotFoundError("tensor '" + p + "attn_q/k/v.bias' is missing (qwen2 needs them)");
+    if (c.has_qkv_bias && (l.bq.empty() || l.bk.empty() || l.bv.empty())) {
+      return NotFoundError("tensor '" + p + "attn_q/k/v.bias' is missing (" + c.arch_name +
+                           " needs them)");
     }
     STRATA_ASSIGN_OR_RETURN(l.ffn_norm, load.Vector(p + "ffn_norm.weight", c.n_embd));
     STRATA_ASSIGN_OR_RETURN(l.gate, load.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
     STRATA_ASSIGN_OR_RETURN(l.up, load.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
     STRATA_ASSIGN_OR_RETURN(l.down, load.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
-    if (gemma) {
+    if (c.has_qk_norm) {
       STRATA_ASSIGN_OR_RETURN(l.q_norm, load.Vector(p + "attn_q_norm.weight", c.head_dim_k));
       STRATA_ASSIGN_OR_RETURN(l.k_norm, load.Vector(p + "attn_k_norm.weight", c.head_dim_k));
+    }
+    if (c.has_post_norms) {
       STRATA_ASSIGN_OR_RETURN(l.post_attn_norm,
                               load.Vector(p + "post_attention_norm.weight", c.n_embd));
       STRATA_ASSIGN_OR_RETURN(l.post_ffn_norm, load.Vector(p + "post_ffw_norm.weight", c.n_embd));

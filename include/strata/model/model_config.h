@@ -23,6 +23,11 @@ enum class FfnActivation {
   kSilu,      // SwiGLU: silu(gate) * up (Llama family)
 };
 
+// ModelConfig is the layer plan every backend executes: each architecture-specific choice (norms,
+// biases, RoPE style and scaling, activation, sliding window, soft-cap, embedding scale) is a
+// field set once by FromGguf from the architecture and the file. The weights loader and both
+// backends read only these fields and never name an architecture, so a new architecture is a
+// new case in FromGguf (and new kernels only for a new kind of operation).
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
   std::string arch_name;  // general.architecture
@@ -57,6 +62,7 @@ struct ModelConfig {
   FfnActivation activation = FfnActivation::kSilu;
   bool has_qk_norm = false;     // per-head RMSNorm of q and k (gemma3)
   bool has_post_norms = false;  // post-attention and post-FFN RMSNorm (gemma3)
+  bool has_qkv_bias = false;    // q/k/v projection biases required (qwen2; optional elsewhere)
 
   // Reads and checks the hyperparameters; errors name the key (missing, wrong type, or out of
   // range — e.g. n_heads not a multiple of n_kv_heads). UNIMPLEMENTED for other architectures.

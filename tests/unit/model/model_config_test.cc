@@ -191,6 +191,7 @@ TEST(ModelConfig, ReadsGemma3_270m) {
   EXPECT_EQ(c.activation, FfnActivation::kGeluTanh);
   EXPECT_TRUE(c.has_qk_norm);
   EXPECT_TRUE(c.has_post_norms);
+  EXPECT_FALSE(c.has_qkv_bias);
   EXPECT_FLOAT_EQ(c.embedding_scale, std::sqrt(640.0f));
   EXPECT_EQ(c.final_logit_softcap, 0.0f);
   // query_pre_attn_scalar = head_dim = 256 for this size: scores are scaled by 1/16.
@@ -295,6 +296,7 @@ TEST(ModelConfig, ReadsLlama2WithDefaults) {
   EXPECT_EQ(c.final_logit_softcap, 0.0f);
   EXPECT_FALSE(c.has_qk_norm);
   EXPECT_FALSE(c.has_post_norms);
+  EXPECT_FALSE(c.has_qkv_bias);
   EXPECT_EQ(c.sliding_window, 0);
   ASSERT_EQ(c.layer_is_sliding.size(), 32u);
   for (int64_t il = 0; il < 32; ++il) {
@@ -329,6 +331,7 @@ TEST(ModelConfig, ReadsQwen2WithNeoxRope) {
   EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
   EXPECT_EQ(c.activation, FfnActivation::kSilu);
   EXPECT_FALSE(c.has_qk_norm);
+  EXPECT_TRUE(c.has_qkv_bias);
   EXPECT_EQ(c.embedding_scale, 1.0f);
 }
 

@@ -3,9 +3,9 @@
 // on one GGUF file.
 //
 //   strata-bench-batched --model MODEL.gguf [--concurrency 1,2,4,...] [--prompt-tokens P]
-//                        [--gen-tokens G] [engine flags]
+//                        [--gen-tokens G] [engine and backend flags]
 //   strata-bench-batched --model MODEL.gguf --prefix-test [--system-tokens S]
-//                        [--suffix-tokens T] [--reps R] [engine flags]
+//                        [--suffix-tokens T] [--reps R] [engine and backend flags]
 //
 // Sweep (default): for each N in --concurrency, on a fresh Engine (empty prefix cache) over one
 // backend (the CPU one unless --backend says otherwise), N requests are submitted at once, each a
@@ -47,7 +47,11 @@
 // page in the weights (--no-warmup skips it). --kv-budget-bytes 0 (the default) sizes the KV
 // cache to the largest test: N x (P + G) tokens, or two sequences of the prefix test, plus 2%.
 //
-// Output: JSON lines on stdout. Errors: one line on stderr, exit code 1.
+// Every output line repeats the engine's setup: "threads" (--threads as given; 0: one per core,
+// and 0 on a backend without CPU threads), "backend" (the backend's Describe(), which names the
+// thread count it runs), the matmul precision, scheduler options and KV geometry.
+//
+// Output: JSON lines on stdout. Errors: one line on stderr, exit code 1 (2 for bad usage).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -63,7 +67,6 @@
 #include "prompt_source.h"
 #include "strata/backend/backend_factory.h"
 #include "strata/backend/backend_flags.h"
-#include "strata/backend/cpu/cpu_backend.h"
 #include "strata/backend/cpu/kv_storage.h"
 #include "strata/common/tool_args.h"
 #include "strata/engine/engine.h"
@@ -73,7 +76,7 @@
 
 namespace {
 
-constexpr strata::ToolArgs kArgs("strata-bench-batched", /*usage_exit_code=*/1);
+constexpr strata::ToolArgs kArgs("strata-bench-batched", /*usage_exit_code=*/2);
 
 using Clock = std::chrono::steady_clock;
 using strata::backend::Backend;
@@ -88,7 +91,6 @@ using strata::engine::StreamChunk;
 
 constexpr char kUsage[] =
     "usage: strata-bench-batched --model MODEL.gguf [flags]\n"
-    "  (--kv-budget-bytes defaults to 0 here: sized to the largest test)\n"
     "  --concurrency LIST       requests submitted at once, comma-separated\n"
     "                           (default 1,2,4,8,16,32,64)\n"
     "  --prompt-tokens P        tokens per prompt (default 128)\n"
@@ -107,13 +109,15 @@ constexpr char kUsage[] =
     "                           prompt\n"
     "  --system-tokens S        prefix test: system prompt tokens (default 1000)\n"
     "  --suffix-tokens T        prefix test: distinct tokens after it (default 16)\n"
-    "  --reps R                 prefix test: repetitions (default 3)\n";
+    "  --reps R                 prefix test: repetitions (default 3)\n"
+    "backend (default --backend cpu: this is the CPU benchmark beside llama-batched-bench;\n"
+    "--kv-budget-bytes defaults to 0 here: sized to the largest test):\n";
 
 double ParsePositive(const std::string& flag, const char* value) {
   char* end = nullptr;
   const double v = std::strtod(value, &end);
   if (end == value || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
-    kArgs.Fail(flag + " expects a positive number, got '" + value + "'");
+    kArgs.Fail(flag + " expects a positive number, got '" + value + "'", 2);
   }
   return v;
 }
@@ -291,7 +295,22 @@ class JsonLine {
     return Raw(key, defined ? Format(v) : "null");
   }
   JsonLine& Bool(const char* key, bool v) { return Raw(key, v ? "true" : "false"); }
-  JsonLine& Str(const char* key, const std::string& v) { return Raw(key, "\"" + v + "\""); }
+  JsonLine& Str(const char* key, const std::string& v) {
+    std::string quoted = "\"";
+    for (const char c : v) {
+      if (c == '"' || c == '\\') {
+        quoted += '\\';
+        quoted += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+        quoted += buf;
+      } else {
+        quoted += c;
+      }
+    }
+    return Raw(key, quoted + "\"");
+  }
   JsonLine& List(const char* key, const std::vector<double>& values) {
     std::string list = "[";
     for (double v : values) {
@@ -326,7 +345,8 @@ class JsonLine {
 // The engine's setup, as every output line repeats it.
 struct EngineSetup {
   EngineOptions options;
-  int threads = 0;
+  int threads = 0;      // --threads as given (0: one per core; 0 on a non-CPU backend)
+  std::string backend;  // Describe()
   strata::backend::cpu::MatMulPrecision matmul_precision =
       strata::backend::cpu::MatMulPrecision::kFp32;
   strata::backend::KvGeometry geometry;
@@ -335,6 +355,7 @@ struct EngineSetup {
 void AddEngineFields(const EngineSetup& e, JsonLine* line) {
   const EngineOptions& o = e.options;
   line->Int("threads", e.threads)
+      .Str("backend", e.backend)
       .Str("matmul_precision",
            std::string(strata::backend::cpu::MatMulPrecisionName(e.matmul_precision)))
       .Int("max_batched_tokens", o.scheduler.max_batched_tokens)
@@ -437,11 +458,11 @@ int main(int argc, char** argv) {
       prefix_test = true;
       continue;
     }
-    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)");
+    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)", 2);
     const char* v = argv[++i];
     if (strata::backend::IsBackendFlag(flag)) {
       if (auto applied = strata::backend::ApplyBackendFlag(flag, v, &spec); !applied.ok()) {
-        kArgs.Fail(applied.message());
+        kArgs.Fail(applied.message(), 2);
       }
     } else if (flag == "--model") {
       model_path = v;
@@ -461,7 +482,7 @@ int main(int argc, char** argv) {
       options.scheduler.long_prefill_chunk = kArgs.Int(flag, v, 0);
     } else if (flag == "--batching") {
       if (std::strcmp(v, "static") != 0 && std::strcmp(v, "adaptive") != 0) {
-        kArgs.Fail(std::string("--batching must be static or adaptive, got '") + v + "'");
+        kArgs.Fail(std::string("--batching must be static or adaptive, got '") + v + "'", 2);
       }
       options.batching =
           std::strcmp(v, "static") == 0 ? BatchingMode::kStatic : BatchingMode::kAdaptive;
@@ -474,11 +495,11 @@ int main(int argc, char** argv) {
     } else if (flag == "--reps") {
       reps = kArgs.Int(flag, v, 1);
     } else {
-      kArgs.Fail("unknown flag " + flag + " (see --help)");
+      kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
     }
   }
-  if (model_path.empty()) kArgs.Fail("--model is required (see --help)");
-  if (gen_tokens > INT32_MAX) kArgs.Fail("--gen-tokens is too large");
+  if (model_path.empty()) kArgs.Fail("--model is required (see --help)", 2);
+  if (gen_tokens > INT32_MAX) kArgs.Fail("--gen-tokens is too large", 2);
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());
@@ -508,13 +529,14 @@ int main(int argc, char** argv) {
   auto created = strata::backend::CreateBackend(*file, spec);
   if (!created.ok()) kArgs.Fail(created.status().ToString());
   Backend* backend = created->get();
-  std::fprintf(stderr, "strata-bench-batched: %s\n", backend->Describe().c_str());
-  // The thread count the JSON lines report (0 for a backend without CPU threads).
-  const auto* cpu = dynamic_cast<const strata::backend::cpu::CpuBackend*>(backend);
+  const std::string described = backend->Describe();
+  std::fprintf(stderr, "strata-bench-batched: %s\n", described.c_str());
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
   Bench bench(backend, tokenizer->get(), options);
-  const EngineSetup setup{options, cpu != nullptr ? cpu->num_threads() : 0, spec.matmul_precision,
-                          backend->kv_geometry()};
+  // The thread count compare_batched.py checks against llama-batched-bench's: --threads as given,
+  // 0 on a backend without CPU threads (Describe() names the count a CPU backend runs).
+  const EngineSetup setup{options, backend->name() == "cpu" ? spec.threads : 0, described,
+                          spec.matmul_precision, backend->kv_geometry()};
 
   if (warmup) {
     std::unique_ptr<Engine> engine = bench.NewEngine();

@@ -1,5 +1,6 @@
-// strata-bench-generate: single-stream prefill and decode speed of Strata's CPU backend, measured
-// the way llama.cpp's llama-bench measures them, so the two can be compared on one GGUF file.
+// strata-bench-generate: single-stream prefill and decode speed of a Strata backend (the CPU one
+// unless --backend says otherwise), measured the way llama.cpp's llama-bench measures them, so
+// the two can be compared on one GGUF file.
 //
 //   strata-bench-generate --model MODEL.gguf [-p N] [-n N] [-d D] [--reps R] [--prefill-chunk N]
 //                         [backend flags: --backend cpu|cuda|auto, --threads N, ...]
@@ -18,15 +19,17 @@
 // skips it).
 //
 // Output: one JSON object per test per line on stdout:
-//   {"test":"pp512","tokens":512,"threads":2,"seconds":[...],"tokens_per_s_median":...}
-// "seconds" holds each repetition's wall time; the median is over per-repetition tokens/s.
-// Errors: one line on stderr, exit code 1.
+//   {"test":"pp512","tokens":512,"threads":2,"backend":"cpu (avx512, 2 threads, fp32 matmul)",
+//    "seconds":[...],"tokens_per_s_median":...}
+// "threads" is --threads as given (0: one per core, and 0 on a backend without CPU threads);
+// "backend" is the backend's Describe(), which names the thread count it runs. "seconds" holds
+// each repetition's wall time; the median is over per-repetition tokens/s.
+// Errors: one line on stderr, exit code 1 (2 for bad usage).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <span>
@@ -36,7 +39,6 @@
 #include "prompt_source.h"
 #include "strata/backend/backend_factory.h"
 #include "strata/backend/backend_flags.h"
-#include "strata/backend/cpu/cpu_backend.h"
 #include "strata/common/tool_args.h"
 #include "strata/kv/block_pool.h"
 #include "strata/kv/block_table.h"
@@ -44,7 +46,7 @@
 
 namespace {
 
-constexpr strata::ToolArgs kArgs("strata-bench-generate", /*usage_exit_code=*/1);
+constexpr strata::ToolArgs kArgs("strata-bench-generate", /*usage_exit_code=*/2);
 
 using strata::backend::Backend;
 using strata::backend::Batch;
@@ -129,7 +131,25 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void PrintResult(const std::string& test, int64_t tokens, int threads,
+// `text` as a JSON string literal, quotes included.
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+void PrintResult(const std::string& test, int64_t tokens, int threads, const std::string& backend,
                  const std::vector<double>& seconds) {
   std::vector<double> rates;
   for (double s : seconds) rates.push_back(s > 0 ? static_cast<double>(tokens) / s : 0.0);
@@ -143,9 +163,10 @@ void PrintResult(const std::string& test, int64_t tokens, int threads,
     list += buf;
   }
   std::printf(
-      "{\"test\":\"%s\",\"tokens\":%lld,\"threads\":%d,\"seconds\":[%s],"
+      "{\"test\":\"%s\",\"tokens\":%lld,\"threads\":%d,\"backend\":%s,\"seconds\":[%s],"
       "\"tokens_per_s_median\":%.6g}\n",
-      test.c_str(), static_cast<long long>(tokens), threads, list.c_str(), median);
+      test.c_str(), static_cast<long long>(tokens), threads, JsonString(backend).c_str(),
+      list.c_str(), median);
   std::fflush(stdout);
 }
 
@@ -169,11 +190,11 @@ int main(int argc, char** argv) {
       warmup = false;
       continue;
     }
-    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)");
+    if (i + 1 >= argc) kArgs.Fail(flag + " needs a value (see --help)", 2);
     const char* v = argv[++i];
     if (strata::backend::IsBackendFlag(flag)) {
       if (auto applied = strata::backend::ApplyBackendFlag(flag, v, &spec); !applied.ok()) {
-        kArgs.Fail(applied.message());
+        kArgs.Fail(applied.message(), 2);
       }
     } else if (flag == "--model") {
       model_path = v;
@@ -190,18 +211,19 @@ int main(int argc, char** argv) {
     } else if (flag == "--seed") {
       seed = static_cast<uint64_t>(kArgs.Int(flag, v, 0));
     } else {
-      kArgs.Fail("unknown flag " + flag + " (see --help)");
+      kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
     }
   }
-  if (model_path.empty()) kArgs.Fail("--model is required (see --help)");
-  if (n_prompt == 0 && n_gen == 0) kArgs.Fail("-p and -n are both 0: nothing to measure");
+  if (model_path.empty()) kArgs.Fail("--model is required (see --help)", 2);
+  if (n_prompt == 0 && n_gen == 0) kArgs.Fail("-p and -n are both 0: nothing to measure", 2);
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());
   auto created = strata::backend::CreateBackend(*file, spec);
   if (!created.ok()) kArgs.Fail(created.status().ToString());
   Backend* backend = created->get();
-  std::fprintf(stderr, "strata-bench-generate: %s\n", backend->Describe().c_str());
+  const std::string described = backend->Describe();
+  std::fprintf(stderr, "strata-bench-generate: %s\n", described.c_str());
   const int64_t context = backend->config().context_length;
   if (std::max(n_prompt, depth + n_gen) > context) {
     kArgs.Fail("-p and -d + -n must be at most the context length " + std::to_string(context));
@@ -209,9 +231,9 @@ int main(int argc, char** argv) {
   const strata::backend::KvGeometry geometry = backend->kv_geometry();
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
   Runner runner(backend, prefill_chunk);
-  // The thread count llama-bench reports beside it (0 for a backend without CPU threads).
-  const auto* cpu = dynamic_cast<const strata::backend::cpu::CpuBackend*>(backend);
-  const int threads = cpu != nullptr ? cpu->num_threads() : 0;
+  // The thread count compare_llamacpp.py checks against llama-bench's: --threads as given, 0 on
+  // a backend without CPU threads (Describe() names the count a CPU backend runs).
+  const int threads = backend->name() == "cpu" ? spec.threads : 0;
 
   if (n_prompt > 0) {
     std::vector<double> seconds;
@@ -222,7 +244,7 @@ int main(int argc, char** argv) {
       runner.Prefill(prompt, 0, seq);
       if (rep >= 0) seconds.push_back(Seconds(start));
     }
-    PrintResult("pp" + std::to_string(n_prompt), n_prompt, threads, seconds);
+    PrintResult("pp" + std::to_string(n_prompt), n_prompt, threads, described, seconds);
   }
 
   if (n_gen > 0) {
@@ -250,7 +272,7 @@ int main(int argc, char** argv) {
     }
     std::string name = "tg" + std::to_string(n_gen);
     if (depth > 0) name += "@d" + std::to_string(depth);
-    PrintResult(name, n_gen, threads, seconds);
+    PrintResult(name, n_gen, threads, described, seconds);
   }
   return 0;
 }

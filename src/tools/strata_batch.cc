@@ -5,8 +5,8 @@
 //   strata-batch MODEL.gguf --prompts FILE [flags]
 //
 // FILE holds one prompt per line as space-separated token ids. Output: one line per prompt, in
-// file order: "INDEX FINISH_REASON TOKEN TOKEN ...". The engine's counters go to stderr as one
-// line. Errors: one line on stderr, exit code 1 (2 for bad usage).
+// file order: "INDEX FINISH_REASON TOKEN TOKEN ...". The engine's counters and the backend's
+// Describe() go to stderr as one line. Errors: one line on stderr, exit code 1 (2 for bad usage).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -195,8 +195,9 @@ int main(int argc, char** argv) {
   const strata::engine::EngineStats s = (*engine)->Stats();
   std::fprintf(stderr,
                "[strata-batch] steps %lld, preemptions %lld, prefix hit tokens %lld, "
-               "KV blocks %d\n",
+               "KV blocks %d | %s\n",
                static_cast<long long>(s.steps), static_cast<long long>(s.preemptions_total),
-               static_cast<long long>(s.kv.prefix_hit_tokens), s.kv.num_blocks);
+               static_cast<long long>(s.kv.prefix_hit_tokens), s.kv.num_blocks,
+               (*backend)->Describe().c_str());
   return 0;
 }

@@ -9,7 +9,8 @@
 // nll:    teacher forcing; writes [n_tokens - 1] fp32: log p(token[i+1] | tokens[..i]).
 // greedy: prefill then N greedy steps; prints the generated ids on one line.
 // Prompts are prefilled in chunks of --chunk tokens (default 256), which also exercises the
-// chunked path. Errors: one line on stderr, exit code 1.
+// chunked path. Run with --help for the flags. Errors: one line on stderr, exit code 1 (2 for
+// bad usage).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,7 +31,17 @@ namespace {
 using strata::backend::Batch;
 using strata::backend::SequenceSlice;
 
-constexpr strata::ToolArgs kArgs("strata-logits", /*usage_exit_code=*/1);
+constexpr char kUsage[] =
+    "usage: strata-logits MODEL.gguf --tokens \"ID ...\" [flags]\n"
+    "  --tokens \"ID ...\"        space-separated token ids (required)\n"
+    "  --mode logits|nll|greedy logits (default): [n, vocab] fp32 on stdout; nll: [n - 1] fp32\n"
+    "                           log p(token[i+1] | tokens[..i]); greedy: --steps greedy ids\n"
+    "  --steps N                greedy: tokens to generate (default 16)\n"
+    "  --chunk N                prompt tokens per forward pass (default 256)\n"
+    "backend (default --backend cpu, the fidelity tests' reference; --kv-budget-bytes defaults\n"
+    "to 1073741824 here):\n";
+
+constexpr strata::ToolArgs kArgs("strata-logits", /*usage_exit_code=*/2);
 
 double LogSoftmaxAt(const float* row, int64_t n, int32_t index) {
   float max = *std::max_element(row, row + n);
@@ -42,8 +53,12 @@ double LogSoftmaxAt(const float* row, int64_t n, int32_t index) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2)
-    kArgs.Fail("usage: strata-logits MODEL.gguf --tokens \"ID ...\" [--mode logits|nll|greedy]");
+  if (argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
+    std::fputs(kUsage, stdout);
+    std::fputs(strata::backend::kBackendFlagsUsage, stdout);
+    return 0;
+  }
+  if (argc < 2) kArgs.Fail(std::string("missing MODEL.gguf\n") + kUsage, 2);
   std::string model_path = argv[1];
   std::string mode = "logits";
   std::vector<int32_t> tokens;
@@ -55,13 +70,13 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) kArgs.Fail(arg + " needs a value");
+      if (i + 1 >= argc) kArgs.Fail(arg + " needs a value (see --help)", 2);
       return argv[++i];
     };
     if (strata::backend::IsBackendFlag(arg)) {
       const std::string value = next();
       if (auto applied = strata::backend::ApplyBackendFlag(arg, value, &spec); !applied.ok()) {
-        kArgs.Fail(applied.message());
+        kArgs.Fail(applied.message(), 2);
       }
     } else if (arg == "--tokens") {
       std::istringstream in(next());
@@ -74,11 +89,13 @@ int main(int argc, char** argv) {
     } else if (arg == "--chunk") {
       chunk = std::max<int64_t>(1, std::atoll(next().c_str()));
     } else {
-      kArgs.Fail("unknown argument " + arg);
+      kArgs.Fail("unknown argument " + arg + " (see --help)", 2);
     }
   }
-  if (tokens.empty()) kArgs.Fail("--tokens is empty");
-  if (mode != "logits" && mode != "nll" && mode != "greedy") kArgs.Fail("unknown --mode " + mode);
+  if (tokens.empty()) kArgs.Fail("--tokens is empty", 2);
+  if (mode != "logits" && mode != "nll" && mode != "greedy") {
+    kArgs.Fail("unknown --mode " + mode, 2);
+  }
 
   auto file = strata::model::GgufFile::Open(model_path);
   if (!file.ok()) kArgs.Fail(file.status().ToString());

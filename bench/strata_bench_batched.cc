@@ -64,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "json_string.h"
 #include "prompt_source.h"
 #include "strata/backend/backend_factory.h"
 #include "strata/backend/backend_flags.h"
@@ -296,20 +297,7 @@ class JsonLine {
   }
   JsonLine& Bool(const char* key, bool v) { return Raw(key, v ? "true" : "false"); }
   JsonLine& Str(const char* key, const std::string& v) {
-    std::string quoted = "\"";
-    for (const char c : v) {
-      if (c == '"' || c == '\\') {
-        quoted += '\\';
-        quoted += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-        quoted += buf;
-      } else {
-        quoted += c;
-      }
-    }
-    return Raw(key, quoted + "\"");
+    return Raw(key, strata::bench::JsonString(v));
   }
   JsonLine& List(const char* key, const std::vector<double>& values) {
     std::string list = "[";

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "json_string.h"
 #include "prompt_source.h"
 #include "strata/backend/backend_factory.h"
 #include "strata/backend/backend_flags.h"
@@ -131,24 +132,6 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// `text` as a JSON string literal, quotes included.
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 void PrintResult(const std::string& test, int64_t tokens, int threads, const std::string& backend,
                  const std::vector<double>& seconds) {
   std::vector<double> rates;
@@ -165,8 +148,8 @@ void PrintResult(const std::string& test, int64_t tokens, int threads, const std
   std::printf(
       "{\"test\":\"%s\",\"tokens\":%lld,\"threads\":%d,\"backend\":%s,\"seconds\":[%s],"
       "\"tokens_per_s_median\":%.6g}\n",
-      test.c_str(), static_cast<long long>(tokens), threads, JsonString(backend).c_str(),
-      list.c_str(), median);
+      test.c_str(), static_cast<long long>(tokens), threads,
+      strata::bench::JsonString(backend).c_str(), list.c_str(), median);
   std::fflush(stdout);
 }
 

@@ -15,6 +15,16 @@
 
 namespace strata::testing {
 
+// The SamplingParams a backend-sampled row stands for (no penalties, no log-probabilities).
+inline sampling::SamplingParams ParamsOf(const backend::RowSampling& row) {
+  sampling::SamplingParams p;
+  p.temperature = row.temperature;
+  p.top_k = row.top_k;
+  p.top_p = row.top_p;
+  p.min_p = row.min_p;
+  return p;
+}
+
 class HostSamplingBackend final : public backend::Backend {
  public:
   // `inner` must outlive this double.
@@ -39,12 +49,7 @@ class HostSamplingBackend final : public backend::Backend {
         out->logits.insert(out->logits.end(), row.begin(), row.end());
         continue;
       }
-      sampling::SamplingParams p;
-      p.temperature = rows[r].temperature;
-      p.top_k = rows[r].top_k;
-      p.top_p = rows[r].top_p;
-      p.min_p = rows[r].min_p;
-      out->tokens[r] = sampling::Sampler::SampleWithDraw(p, row, rows[r].u);
+      out->tokens[r] = sampling::Sampler::SampleWithDraw(ParamsOf(rows[r]), row, rows[r].u);
       ++sampled_rows_;
     }
     return OkStatus();

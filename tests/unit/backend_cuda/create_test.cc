@@ -16,20 +16,8 @@
 namespace strata::backend::cuda {
 namespace {
 
-// A parsed synthetic model; the bytes outlive the file that maps them.
-struct ModelFile {
-  std::vector<uint8_t> bytes;
-  std::unique_ptr<model::GgufFile> file;
-};
-
-std::unique_ptr<ModelFile> Open(const testing::SyntheticSpec& spec) {
-  auto m = std::make_unique<ModelFile>();
-  m->bytes = testing::BuildSyntheticModel(spec);
-  auto file = model::GgufFile::Parse(MappedFile::FromBytes(m->bytes));
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  m->file = std::make_unique<model::GgufFile>(std::move(*file));
-  return m;
+std::unique_ptr<testing::SyntheticModelFile> Open(const testing::SyntheticSpec& spec) {
+  return testing::OpenSyntheticModel(spec);
 }
 
 TEST(CudaBackendCreate, BadOptionsAreInvalidArgumentOnEveryMachine) {

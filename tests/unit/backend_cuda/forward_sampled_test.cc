@@ -12,24 +12,14 @@
 #include "strata/common/mapped_file.h"
 #include "strata/model/gguf_file.h"
 #include "strata/sampling/sampler.h"
+#include "support/host_sampling_backend.h"
 #include "unit/backend_cuda/synthetic_model.h"
 
 namespace strata::backend::cuda {
 namespace {
 
-struct ModelFile {
-  std::vector<uint8_t> bytes;
-  std::unique_ptr<model::GgufFile> file;
-};
-
-std::unique_ptr<ModelFile> Open(const testing::SyntheticSpec& spec) {
-  auto m = std::make_unique<ModelFile>();
-  m->bytes = testing::BuildSyntheticModel(spec);
-  auto file = model::GgufFile::Parse(MappedFile::FromBytes(m->bytes));
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) return nullptr;
-  m->file = std::make_unique<model::GgufFile>(std::move(*file));
-  return m;
+std::unique_ptr<testing::SyntheticModelFile> Open(const testing::SyntheticSpec& spec) {
+  return testing::OpenSyntheticModel(spec);
 }
 
 // Row r's sampling: a mix of greedy, temperature, top-k, top-p and min-p rows on the device and
@@ -85,12 +75,8 @@ void ExpectSampledMatchesHost(CudaBackend& backend, const Batch& batch, int rows
       ++host_row;
       continue;
     }
-    sampling::SamplingParams p;
-    p.temperature = rows[r].temperature;
-    p.top_k = rows[r].top_k;
-    p.top_p = rows[r].top_p;
-    p.min_p = rows[r].min_p;
-    EXPECT_EQ(step.tokens[r], sampling::Sampler::SampleWithDraw(p, row, rows[r].u))
+    EXPECT_EQ(step.tokens[r],
+              sampling::Sampler::SampleWithDraw(strata::testing::ParamsOf(rows[r]), row, rows[r].u))
         << what << " row " << r;
   }
   EXPECT_EQ(static_cast<int64_t>(step.logits.size()), host_row * vocab) << what;

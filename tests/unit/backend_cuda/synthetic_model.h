@@ -5,15 +5,20 @@
 // occurs, and each weight is ~ N-like with standard deviation ~ 1/sqrt(cols).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "strata/common/mapped_file.h"
 #include "strata/model/fp16.h"
 #include "strata/model/ggml_type.h"
+#include "strata/model/gguf_file.h"
 #include "support/gguf_builder.h"
 
 namespace strata::backend::cuda::testing {
@@ -164,6 +169,23 @@ inline std::vector<uint8_t> BuildSyntheticModel(const SyntheticSpec& s) {
     }
   }
   return b.Build();
+}
+
+// A parsed synthetic model; the bytes outlive the file that maps them.
+struct SyntheticModelFile {
+  std::vector<uint8_t> bytes;
+  std::unique_ptr<model::GgufFile> file;
+};
+
+// BuildSyntheticModel(spec), parsed; null (with a test failure) when it does not parse.
+inline std::unique_ptr<SyntheticModelFile> OpenSyntheticModel(const SyntheticSpec& spec) {
+  auto m = std::make_unique<SyntheticModelFile>();
+  m->bytes = BuildSyntheticModel(spec);
+  auto file = model::GgufFile::Parse(MappedFile::FromBytes(m->bytes));
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) return nullptr;
+  m->file = std::make_unique<model::GgufFile>(std::move(*file));
+  return m;
 }
 
 }  // namespace strata::backend::cuda::testing

@@ -10,20 +10,15 @@
 #include <sstream>
 #include <string>
 
+#include "support/prometheus_text.h"
+
 namespace strata::metrics {
 namespace {
 
 BuildInfo Build() { return {"0.1.0", "abc1234", "cpu", "gemma-3-270m"}; }
 
-// The value of the sample line that starts with `series` (name plus labels, exactly as
-// exposed), or nullopt.
 std::optional<double> Sample(const std::string& text, const std::string& series) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
+  return strata::testing::MetricSample(text, series);
 }
 
 RequestRecord Request(std::string reason, int64_t prompt, int64_t completion, double queue,

@@ -8,16 +8,13 @@
 #include <sstream>
 #include <string>
 
+#include "support/prometheus_text.h"
+
 namespace strata::server {
 namespace {
 
 std::optional<double> Sample(const std::string& text, const std::string& series) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
+  return strata::testing::MetricSample(text, series);
 }
 
 engine::StreamChunk Last(sampling::FinishReason reason, Status error = OkStatus()) {

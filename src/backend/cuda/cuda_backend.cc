@@ -112,7 +112,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile
       // take a per-step plan, and the decode kernel covers any shorter context with it (its
       // partitions stride over the chunks that exist; idle ones exit at once).
       AttentionPlan& p = impl->graph_plans[i];
-      p.decode = true;
+      p.decode_seqs = static_cast<int32_t>(kGraphBuckets[i]);
       p.global = kernels::PlanPagedAttentionDecode(
           kGraphBuckets[i], static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.n_kv_heads),
           static_cast<int32_t>(c.head_dim_v), c.context_length, 0);

@@ -44,7 +44,9 @@ struct Activations {
 
 // Attention of one step: decode (one query per sequence, split-K plan) or prefill (ragged).
 struct AttentionPlan {
-  bool decode = false;
+  // The step's leading one-token sequences that the decode kernel takes (the plans are for
+  // them); the prefill kernel takes the rest.
+  int32_t decode_seqs = 0;
   kernels::PagedAttentionDecodePlan global;   // full-attention layers
   kernels::PagedAttentionDecodePlan sliding;  // sliding-window layers
   void* workspace = nullptr;

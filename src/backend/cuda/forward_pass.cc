@@ -136,14 +136,18 @@ Status CudaBackend::Impl::RunModel(const StepRun& run) {
     kvl.head_dim_v = static_cast<int32_t>(c.head_dim_v);
     kvl.block_size = options.block_size;
     const int32_t window = c.SlidingWindow(il);
-    if (run.attention.decode) {
+    // The leading one-token sequences go to the decode kernel, the rest to the prefill kernel
+    // (which indexes queries, outputs and tables through cu_seqlens and the offsets, so it takes
+    // the tail of the arrays as they are).
+    const int32_t nd = run.attention.decode_seqs;
+    if (nd > 0) {
       kernels::PagedAttentionDecodeArgs d;
       d.kv = kvl;
       d.q = q;
       d.block_tables = run.in.block_table;
       d.block_table_offsets = run.in.table_offsets;
       d.context_lens = run.in.context_lens;
-      d.num_seqs = run.num_seqs;
+      d.num_seqs = nd;
       d.num_heads = static_cast<int32_t>(c.n_heads);
       d.scale = c.attention_scale;
       d.sliding_window = window;
@@ -152,15 +156,16 @@ Status CudaBackend::Impl::RunModel(const StepRun& run) {
           window > 0 ? run.attention.sliding : run.attention.global;
       STRATA_CUDA_RETURN_IF_ERROR(kernels::LaunchPagedAttentionDecode(
           d, plan, run.attention.workspace, run.attention.workspace_bytes, s));
-    } else {
+    }
+    if (nd < run.num_seqs) {
       kernels::PagedAttentionPrefillArgs p;
       p.kv = kvl;
       p.q = q;
-      p.cu_seqlens_q = run.in.cu_seqlens;
+      p.cu_seqlens_q = run.in.cu_seqlens + nd;
       p.block_tables = run.in.block_table;
-      p.block_table_offsets = run.in.table_offsets;
-      p.context_lens = run.in.context_lens;
-      p.num_seqs = run.num_seqs;
+      p.block_table_offsets = run.in.table_offsets + nd;
+      p.context_lens = run.in.context_lens + nd;
+      p.num_seqs = run.num_seqs - nd;
       p.max_query_len = run.max_query_len;
       p.num_heads = static_cast<int32_t>(c.n_heads);
       p.scale = c.attention_scale;

@@ -53,6 +53,47 @@ std::vector<RowRun> LogitRowRuns(const Batch& batch) {
   return runs;
 }
 
+DecodeFirstStep OrderDecodeFirst(const Batch& batch) {
+  DecodeFirstStep step;
+  const size_t n = batch.sequences.size();
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (size_t s = 0; s < n; ++s) {
+    if (batch.sequences[s].tokens.size() == 1) order.push_back(s);
+  }
+  step.num_decode = static_cast<int64_t>(order.size());
+  for (size_t s = 0; s < n; ++s) {
+    if (batch.sequences[s].tokens.size() != 1) order.push_back(s);
+  }
+  // Each slice's first logits row in batch order.
+  std::vector<int64_t> first_row(n);
+  int64_t row = 0;
+  for (size_t s = 0; s < n; ++s) {
+    first_row[s] = row;
+    row += LogitsRows(batch.sequences[s]);
+  }
+  step.batch.sequences.reserve(n);
+  int64_t t = 0;
+  for (const size_t s : order) {
+    const SequenceSlice& seq = batch.sequences[s];
+    step.batch.sequences.push_back(seq);
+    const int64_t len = static_cast<int64_t>(seq.tokens.size());
+    const int64_t wanted = LogitsRows(seq);
+    if (wanted > 0) {
+      const RowRun run{t + len - wanted, first_row[s], wanted};
+      RowRun* last = step.runs.empty() ? nullptr : &step.runs.back();
+      if (last != nullptr && last->src + last->count == run.src &&
+          last->dst + last->count == run.dst) {
+        last->count += wanted;
+      } else {
+        step.runs.push_back(run);
+      }
+    }
+    t += len;
+  }
+  return step;
+}
+
 StepLayout StepLayout::For(int64_t max_tokens, int64_t max_seqs, int64_t max_table) {
   StepLayout l;
   int64_t at = 0;

@@ -34,6 +34,17 @@ struct RowRun {
 // The runs in batch order, adjacent ones merged.
 std::vector<RowRun> LogitRowRuns(const Batch& batch);
 
+// A mixed step in the order it runs: every one-token slice first (the decode attention kernel
+// takes those), then the longer ones (the prefill kernel), each group in batch order. The
+// logits still come back in batch order: `runs` maps the token rows of the run order to them.
+struct DecodeFirstStep {
+  Batch batch;               // the slices in run order (views of the caller's)
+  int64_t num_decode = 0;    // leading one-token slices
+  std::vector<RowRun> runs;  // token rows of `batch` -> logits rows of the original batch
+};
+
+DecodeFirstStep OrderDecodeFirst(const Batch& batch);
+
 // Byte offsets of the input arrays in the staging buffers (host and device alike), each 256-byte
 // aligned; the block table comes last so that a step copies only the entries it uses.
 struct StepLayout {

@@ -47,18 +47,35 @@ Status CudaBackend::Impl::RunEager(const Batch& batch, const StepShape& shape,
                                    const float** logits) {
   const model::ModelConfig& c = config;
   cudaStream_t s = stream.get();
+  // A mixed step runs its one-token slices first, so that the decode kernel takes them.
+  DecodeFirstStep ordered;
+  const Batch* run_batch = &batch;
+  int64_t decode_seqs = shape.decode_only ? shape.num_seqs : 0;
+  int64_t decode_context = shape.max_context;
+  if (!shape.decode_only && shape.num_seqs > 1) {
+    ordered = OrderDecodeFirst(batch);
+    if (ordered.num_decode > 0) {
+      run_batch = &ordered.batch;
+      decode_seqs = ordered.num_decode;
+      decode_context = 0;
+      for (int64_t i = 0; i < decode_seqs; ++i) {
+        const SequenceSlice& seq = ordered.batch.sequences[static_cast<size_t>(i)];
+        decode_context = std::max(decode_context, seq.start_pos + 1);
+      }
+    }
+  }
   AttentionPlan attention;
-  attention.decode = shape.decode_only;
-  if (attention.decode) {
-    const auto seqs = static_cast<int32_t>(shape.num_seqs);
+  attention.decode_seqs = static_cast<int32_t>(decode_seqs);
+  if (decode_seqs > 0) {
+    const auto seqs = static_cast<int32_t>(decode_seqs);
     attention.global = kernels::PlanPagedAttentionDecode(
         seqs, static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.n_kv_heads),
-        static_cast<int32_t>(c.head_dim_v), shape.max_context, 0);
+        static_cast<int32_t>(c.head_dim_v), decode_context, 0);
     attention.sliding =
         c.sliding_window > 0
             ? kernels::PlanPagedAttentionDecode(
                   seqs, static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.n_kv_heads),
-                  static_cast<int32_t>(c.head_dim_v), shape.max_context, c.sliding_window)
+                  static_cast<int32_t>(c.head_dim_v), decode_context, c.sliding_window)
             : attention.global;
   }
   const int64_t ws_bytes =
@@ -71,10 +88,10 @@ Status CudaBackend::Impl::RunEager(const Batch& batch, const StepShape& shape,
   attention.workspace_bytes = eager_attention_ws.bytes();
 
   const int64_t used =
-      FillStepInputs(batch, options.block_size, shape.num_seqs, layout, eager_host.data());
+      FillStepInputs(*run_batch, options.block_size, shape.num_seqs, layout, eager_host.data());
   STRATA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
       eager_inputs.get(), eager_host.data(), static_cast<size_t>(used), cudaMemcpyHostToDevice, s));
-  const std::vector<RowRun> runs = LogitRowRuns(batch);
+  const std::vector<RowRun> runs = run_batch == &batch ? LogitRowRuns(batch) : ordered.runs;
   StepRun run;
   run.act = &eager_act;
   run.in = StepInputs::At(eager_inputs.get(), layout);

@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,49 @@ TEST_P(CudaBackendVsCpu, AllRowsOfAPrefillMatch) {
   // 20 tokens: quantized weights take the fp16 cuBLAS path.
   EXPECT_LE(RelativeDiff(got, want, &worst), quantized ? kFp16WeightTolerance : kExactTolerance)
       << "worst logit " << worst << ": gpu " << got[worst] << " cpu " << want[worst];
+}
+
+// A mixed step whose decode rows sit between prefill slices (the backend runs them first, on
+// the decode kernel): the logits still come back in batch order, kAll rows and kNone slices
+// included.
+TEST_P(CudaBackendVsCpu, MixedStepWithDecodesBetweenPrefillsMatches) {
+  Backends& b = *backends_;
+  const int64_t vocab = b.cpu->config().vocab_size;
+  std::vector<Seq> seqs = MakeSequences({6, 9, 5, 11, 7}, {64}, vocab);
+  // Step 1: prefill sequences 1 and 3, so that they decode in step 2.
+  Batch first;
+  first.sequences.push_back({seqs[1].tokens, 0, seqs[1].blocks, LogitsWanted::kLast});
+  first.sequences.push_back({seqs[3].tokens, 0, seqs[3].blocks, LogitsWanted::kLast});
+  std::vector<float> want;
+  std::vector<float> got;
+  ASSERT_TRUE(b.cpu->Forward(first, &want).ok());
+  ASSERT_TRUE(b.gpu->Forward(first, &got).ok());
+  seqs[1].tokens.push_back(ArgMax(want.data(), vocab));
+  seqs[3].tokens.push_back(ArgMax(want.data() + vocab, vocab));
+  auto last = [](const Seq& q) { return std::span<const int32_t>(q.tokens).last(1); };
+  Batch mixed;
+  mixed.sequences.push_back({seqs[0].tokens, 0, seqs[0].blocks, LogitsWanted::kAll});
+  mixed.sequences.push_back({last(seqs[1]), 9, seqs[1].blocks, LogitsWanted::kLast});
+  mixed.sequences.push_back({seqs[2].tokens, 0, seqs[2].blocks, LogitsWanted::kNone});
+  mixed.sequences.push_back({last(seqs[3]), 11, seqs[3].blocks, LogitsWanted::kLast});
+  mixed.sequences.push_back({seqs[4].tokens, 0, seqs[4].blocks, LogitsWanted::kLast});
+  ASSERT_TRUE(b.cpu->Forward(mixed, &want).ok());
+  Status s = b.gpu->Forward(mixed, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(want.size(), static_cast<size_t>((6 + 1 + 1 + 1) * vocab));
+  ASSERT_EQ(got.size(), want.size());
+  size_t worst = 0;
+  // 30 tokens: quantized weights take the fp16 cuBLAS path.
+  const bool quantized = testing::IsQuantized(GetParam().spec.weight_type);
+  EXPECT_LE(RelativeDiff(got, want, &worst), quantized ? kFp16WeightTolerance : kExactTolerance)
+      << "worst logit " << worst << " (row " << worst / vocab << "): gpu " << got[worst] << " cpu "
+      << want[worst];
+  for (int64_t row = 0; row < 9; ++row) {
+    if (!quantized) {
+      EXPECT_EQ(ArgMax(got.data() + row * vocab, vocab), ArgMax(want.data() + row * vocab, vocab))
+          << "row " << row;
+    }
+  }
 }
 
 // The same malformed batches are INVALID_ARGUMENT on both backends, and the GPU backend keeps

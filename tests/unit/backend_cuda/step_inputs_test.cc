@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -120,6 +121,55 @@ TEST(LogitRowRuns, MergesAdjacentWantedRowsAndSkipsUnwantedOnes) {
   EXPECT_EQ(runs[1].src, 12);
   EXPECT_EQ(runs[1].dst, 5);
   EXPECT_EQ(runs[1].count, 1);
+}
+
+TEST(OrderDecodeFirst, RunsOneTokenSlicesFirstAndMapsLogitsBackToBatchOrder) {
+  const std::vector<int32_t> p0 = {1, 2, 3};
+  const std::vector<int32_t> d1 = {4};
+  const std::vector<int32_t> p2 = {5, 6};
+  const std::vector<int32_t> d3 = {7};
+  const std::vector<int32_t> p4 = {8, 9, 10, 11};
+  const std::vector<kv::BlockId> blocks = {0, 1, 2, 3};
+  Batch batch;
+  batch.sequences.push_back({p0, 0, blocks, LogitsWanted::kAll});   // logits rows 0..2
+  batch.sequences.push_back({d1, 5, blocks, LogitsWanted::kLast});  // row 3
+  batch.sequences.push_back({p2, 0, blocks, LogitsWanted::kNone});  // none
+  batch.sequences.push_back({d3, 6, blocks, LogitsWanted::kLast});  // row 4
+  batch.sequences.push_back({p4, 0, blocks, LogitsWanted::kLast});  // row 5
+  const DecodeFirstStep step = OrderDecodeFirst(batch);
+  ASSERT_EQ(step.batch.sequences.size(), 5u);
+  EXPECT_EQ(step.num_decode, 2);
+  // Run order: d1, d3, p0, p2, p4 -> token rows d1 0, d3 1, p0 2..4, p2 5..6, p4 7..10.
+  EXPECT_EQ(step.batch.sequences[0].tokens.data(), d1.data());
+  EXPECT_EQ(step.batch.sequences[1].tokens.data(), d3.data());
+  EXPECT_EQ(step.batch.sequences[2].tokens.data(), p0.data());
+  EXPECT_EQ(step.batch.sequences[3].tokens.data(), p2.data());
+  EXPECT_EQ(step.batch.sequences[4].tokens.data(), p4.data());
+  EXPECT_EQ(step.batch.sequences[1].start_pos, 6);
+  // {src, dst, count}: d1 and d3 stay adjacent in both orders and merge.
+  const std::vector<std::array<int64_t, 3>> want = {{0, 3, 2}, {2, 0, 3}, {10, 5, 1}};
+  ASSERT_EQ(step.runs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(step.runs[i].src, want[i][0]) << i;
+    EXPECT_EQ(step.runs[i].dst, want[i][1]) << i;
+    EXPECT_EQ(step.runs[i].count, want[i][2]) << i;
+  }
+}
+
+TEST(OrderDecodeFirst, MergesRunsThatStayContiguousInBothOrders) {
+  const std::vector<int32_t> d = {4};
+  const std::vector<int32_t> p = {5, 6};
+  const std::vector<kv::BlockId> blocks = {0, 1};
+  Batch batch;
+  batch.sequences.push_back({d, 3, blocks, LogitsWanted::kLast});
+  batch.sequences.push_back({d, 4, blocks, LogitsWanted::kLast});
+  batch.sequences.push_back({p, 0, blocks, LogitsWanted::kAll});
+  const DecodeFirstStep step = OrderDecodeFirst(batch);
+  EXPECT_EQ(step.num_decode, 2);
+  ASSERT_EQ(step.runs.size(), 1u);
+  EXPECT_EQ(step.runs[0].src, 0);
+  EXPECT_EQ(step.runs[0].dst, 0);
+  EXPECT_EQ(step.runs[0].count, 4);
 }
 
 }  // namespace

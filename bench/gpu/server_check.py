@@ -146,24 +146,43 @@ TEXT_PROMPTS = [
 
 
 def greedy(calls, pb, prompts_list, max_tokens):
-    """Per prompt: the greedy tokens as served (no log-probabilities, so a backend that samples
-    on the device does), the tokens again with top-2 log-probabilities (which keep a request on
-    the host sampler), and those top-2 lists per token."""
-    out, with_logprobs, tops = [], [], []
+    """Per prompt: the greedy tokens as served without log-probabilities, the tokens again with
+    top-2 log-probabilities, those top-2 lists per token, and the tokens of a greedy request
+    with repetition, frequency and presence penalties (a backend that samples on the device
+    does all three there)."""
+    out, with_logprobs, tops, penalized = [], [], [], []
     for p in prompts_list:
-        for logprobs in (0, 2):
+        for kind in ("plain", "logprobs", "penalties"):
             sampling = pb.SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True,
-                                         logprobs=logprobs)
+                                         logprobs=2 if kind == "logprobs" else 0)
+            if kind == "penalties":
+                sampling.repetition_penalty = 1.3
+                sampling.frequency_penalty = 0.5
+                sampling.presence_penalty = 0.3
             req = (pb.GenerateRequest(prompt=p, sampling=sampling) if isinstance(p, str) else
                    pb.GenerateRequest(token_ids=pb.TokenIds(ids=p), sampling=sampling))
             r = calls["generate"](req, timeout=300)
-            if logprobs == 0:
+            if kind == "plain":
                 out.append(list(r.token_ids))
+            elif kind == "penalties":
+                penalized.append(list(r.token_ids))
             else:
                 with_logprobs.append(list(r.token_ids))
                 tops.append([[(t.token_id, round(t.logprob, 4)) for t in lp.top]
                              for lp in r.logprobs])
-    return out, with_logprobs, tops
+    return out, with_logprobs, tops, penalized
+
+
+def logprob_gap(tops_a, tops_b):
+    """The largest |a - b| between the top-1 log-probabilities of the same token, over the
+    positions before each prompt's first difference."""
+    worst = 0.0
+    for a_list, b_list in zip(tops_a, tops_b):
+        for a, b in zip(a_list, b_list):
+            if not a or not b or a[0][0] != b[0][0]:
+                break
+            worst = max(worst, abs(a[0][1] - b[0][1]))
+    return worst
 
 
 def streams(calls, pb, vocab, n, max_tokens):
@@ -245,7 +264,8 @@ def main():
         ids_list = (TEXT_PROMPTS[:args.prompts] if args.text_prompts else
                     prompts(vocab, args.prompts))
         try:
-            served, served_host, served_tops = greedy(calls, pb, ids_list, args.max_tokens)
+            served, served_host, served_tops, served_pen = greedy(calls, pb, ids_list,
+                                                                      args.max_tokens)
             record(f"{label}: greedy {args.backend}", True,
                    f"{len(served)} prompts x {args.max_tokens} tokens", tokens=served)
             same = sum(1 for a, b in zip(served, served_host) if a == b)
@@ -253,8 +273,8 @@ def main():
             # different matmul path (fewer new tokens): random weights' near-ties may flip.
             record(f"{label}: greedy without == with logprobs",
                    same == len(served) or args.random_weights,
-                   f"{same}/{len(served)} prompts identical (without logprobs a backend that "
-                   f"samples on the device does; with them the host samples)"
+                   f"{same}/{len(served)} prompts identical (with top-2 logprobs a backend that "
+                   f"samples on the device computes them there too)"
                    + (" (informational: random weights)" if args.random_weights and
                       same != len(served) else ""))
         except Exception as e:  # noqa: BLE001
@@ -304,7 +324,8 @@ def main():
             ref = Server(args.bin, args.model, args.reference_backend, label + "-ref",
                          args.reference_flags.split())
             calls, info = connect(grpc, pb, ref)
-            expected, _, expected_tops = greedy(calls, pb, ids_list, args.max_tokens)
+            expected, _, expected_tops, expected_pen = greedy(calls, pb, ids_list,
+                                                              args.max_tokens)
             same = sum(1 for a, b in zip(served, expected) if a == b)
             first = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
                      for a, b in zip(served, expected)]
@@ -325,6 +346,16 @@ def main():
                       same != len(expected) else ""),
                    reference_backend=info.backend, reference=expected,
                    served_top2=served_tops, reference_top2=expected_tops)
+            pen_same = sum(1 for a, b in zip(served_pen, expected_pen) if a == b)
+            record(f"{label}: penalized greedy {args.backend} == {args.reference_backend}",
+                   pen_same == len(expected_pen) or args.random_weights,
+                   f"{pen_same}/{len(expected_pen)} prompts identical (repetition 1.3, "
+                   f"frequency 0.5, presence 0.3)"
+                   + (" (informational: random weights)" if args.random_weights and
+                      pen_same != len(expected_pen) else ""))
+            gap = logprob_gap(served_tops, expected_tops)
+            record(f"{label}: top-1 logprob {args.backend} vs {args.reference_backend}",
+                   gap < 0.05, f"largest |difference| {gap:.4f} (same token, rounded to 1e-4)")
         except Exception as e:  # noqa: BLE001
             record(step, False, str(e)[:300])
         finally:

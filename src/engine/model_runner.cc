@@ -1,6 +1,8 @@
 #include "strata/engine/model_runner.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 namespace strata::engine {
 
@@ -8,9 +10,11 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
                         std::vector<int32_t>* tokens) {
   const bool backend_samples = backend_->samples_on_backend();
   rows_.assign(samplers.size(), backend::RowSampling{});
+  counts_.clear();
+  count_ends_.assign(samplers.size(), 0);
   for (size_t r = 0; r < samplers.size(); ++r) {
+    if (!backend_samples) continue;
     sampling::Sampler& s = *samplers[r];
-    if (!backend_samples || !s.BackendCanSample()) continue;
     const sampling::SamplingParams& p = s.params();
     backend::RowSampling& row = rows_[r];
     row.on_backend = true;
@@ -18,7 +22,20 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
     row.top_k = p.top_k;
     row.top_p = p.top_p;
     row.min_p = p.min_p;
+    row.repetition_penalty = p.repetition_penalty;
+    row.frequency_penalty = p.frequency_penalty;
+    row.presence_penalty = p.presence_penalty;
+    row.logprobs = p.logprobs;
     row.u = s.DrawForBackend();
+    s.penalty_window().AppendCounts(&counts_);
+    count_ends_[r] = counts_.size();
+  }
+  // The spans only once counts_ has stopped growing.
+  size_t begin = 0;
+  for (size_t r = 0; r < samplers.size() && backend_samples; ++r) {
+    rows_[r].penalties =
+        std::span<const sampling::TokenCount>(counts_).subspan(begin, count_ends_[r] - begin);
+    begin = count_ends_[r];
   }
   tokens->clear();
   STRATA_RETURN_IF_ERROR(backend_->ForwardSampled(batch, rows_, &step_));
@@ -33,6 +50,14 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
     if (step_.tokens[r] >= 0) {
       if (!rows_[r].on_backend) return InternalError("the backend sampled a row it was not given");
       (*tokens)[r] = step_.tokens[r];
+      if (rows_[r].logprobs > 0) {
+        if (step_.logprobs.size() != samplers.size() ||
+            static_cast<int32_t>(step_.logprobs[r].top.size()) <
+                std::min<int32_t>(rows_[r].logprobs, static_cast<int32_t>(vocab))) {
+          return InternalError("the backend returned no log-probabilities for a row that asked");
+        }
+        samplers[r]->SetLogprobs(std::move(step_.logprobs[r]));
+      }
       ++backend_rows_;
       continue;
     }

@@ -2,16 +2,24 @@
 
 namespace strata::sampling {
 
+void ApplyPenalties(const SamplingParams& params, std::span<const TokenCount> counts,
+                    std::span<float> logits) {
+  for (const TokenCount& c : counts) {
+    if (c.token < 0 || static_cast<size_t>(c.token) >= logits.size()) continue;
+    float& logit = logits[static_cast<size_t>(c.token)];
+    // CTRL's penalty divides, which would raise a negative logit; llama.cpp multiplies those.
+    logit = logit > 0.0f ? logit / params.repetition_penalty : logit * params.repetition_penalty;
+    logit -= static_cast<float>(c.count) * params.frequency_penalty + params.presence_penalty;
+  }
+}
+
 PenaltyWindow::PenaltyWindow(const SamplingParams& params)
     : enabled_(params.penalty_last_n != 0 &&
                (params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
                 params.frequency_penalty != 0.0f)),
-      last_n_(params.penalty_last_n),
-      repetition_penalty_(params.repetition_penalty),
-      presence_penalty_(params.presence_penalty),
-      frequency_penalty_(params.frequency_penalty) {
+      last_n_(params.penalty_last_n) {
   STRATA_CHECK(last_n_ >= -1);
-  STRATA_CHECK(repetition_penalty_ > 0.0f);
+  STRATA_CHECK(params.repetition_penalty > 0.0f);
 }
 
 void PenaltyWindow::Push(int32_t token) {
@@ -29,16 +37,8 @@ void PenaltyWindow::Push(int32_t token) {
   }
 }
 
-bool PenaltyWindow::Apply(std::span<float> logits) const {
-  if (!enabled_ || counts_.empty()) return false;
-  for (const auto& [token, count] : counts_) {
-    if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
-    float& logit = logits[static_cast<size_t>(token)];
-    // CTRL's penalty divides, which would raise a negative logit; llama.cpp multiplies those.
-    logit = logit > 0.0f ? logit / repetition_penalty_ : logit * repetition_penalty_;
-    logit -= static_cast<float>(count) * frequency_penalty_ + presence_penalty_;
-  }
-  return true;
+void PenaltyWindow::AppendCounts(std::vector<TokenCount>* out) const {
+  for (const auto& [token, count] : counts_) out->push_back({token, count});
 }
 
 int32_t PenaltyWindow::Count(int32_t token) const {

@@ -54,6 +54,7 @@ struct Scratch {
   std::vector<float> block_maxima;
   std::vector<Candidate> above_bound;
   std::vector<float> raw_logits;
+  std::vector<TokenCount> counts;
 };
 
 // On the heap: its histograms (~100 KB) would otherwise sit in every thread's static TLS, which
@@ -412,38 +413,40 @@ Sampler::Sampler(const SamplingParams& params, std::span<const int32_t> prompt_t
 
 void Sampler::Accept(int32_t token) { penalties_.Push(token); }
 
-bool Sampler::BackendCanSample() const { return !penalties_.enabled() && params_.logprobs == 0; }
-
 double Sampler::DrawForBackend() { return params_.temperature > 0.0f ? rng_.NextDouble() : 0.0; }
 
-int32_t Sampler::SampleWithDraw(const SamplingParams& params, std::span<float> logits, double u) {
-  STRATA_CHECK(!logits.empty());
-  const ArgMax best = SanitizeAndArgMax(logits);
-  if (params.temperature > 0.0f && std::isfinite(best.value)) {
-    return SampleStochastic(params, logits, best.value, u);
-  }
-  return best.id;
-}
-
-int32_t Sampler::Sample(std::span<float> logits) {
+int32_t Sampler::SampleWithDraw(const SamplingParams& params, std::span<const TokenCount> counts,
+                                std::span<float> logits, double u, SampleLogprobs* logprobs) {
   STRATA_CHECK(!logits.empty());
   STRATA_CHECK(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   const ArgMax raw_best = SanitizeAndArgMax(logits);
   Scratch& scratch = ThreadScratch();
-  if (params_.logprobs > 0) scratch.raw_logits.assign(logits.begin(), logits.end());
+  const bool want_logprobs = logprobs != nullptr && params.logprobs > 0;
+  if (want_logprobs) scratch.raw_logits.assign(logits.begin(), logits.end());
 
   ArgMax best = raw_best;
-  if (penalties_.Apply(logits)) best = FindArgMax(logits);
-
-  int32_t chosen = best.id;
-  if (params_.temperature > 0.0f) {
-    // One draw per sampled token whatever the logits hold, as DrawForBackend, so the
-    // generator's stream does not depend on where the token was sampled.
-    const double u = rng_.NextDouble();
-    if (std::isfinite(best.value)) chosen = SampleStochastic(params_, logits, best.value, u);
+  if (!counts.empty()) {
+    ApplyPenalties(params, counts, logits);
+    best = FindArgMax(logits);
   }
-  if (params_.logprobs > 0) FillLogprobs(scratch.raw_logits, raw_best.value, chosen);
+  int32_t chosen = best.id;
+  if (params.temperature > 0.0f && std::isfinite(best.value)) {
+    chosen = SampleStochastic(params, logits, best.value, u);
+  }
+  if (want_logprobs) {
+    FillLogprobs(params.logprobs, scratch.raw_logits, raw_best.value, chosen, logprobs);
+  }
   return chosen;
+}
+
+int32_t Sampler::Sample(std::span<float> logits) {
+  // One draw per sampled token whatever the logits hold, as DrawForBackend, so the generator's
+  // stream does not depend on where the token was sampled.
+  const double u = DrawForBackend();
+  std::vector<TokenCount>& counts = ThreadScratch().counts;
+  counts.clear();
+  penalties_.AppendCounts(&counts);
+  return SampleWithDraw(params_, counts, logits, u, &logprobs_);
 }
 
 int32_t Sampler::SampleStochastic(const SamplingParams& params, std::span<float> logits,
@@ -524,7 +527,8 @@ int32_t Sampler::SampleStochastic(const SamplingParams& params, std::span<float>
   return Draw(survivors, scratch.block_sums, kept_mass, u);
 }
 
-void Sampler::FillLogprobs(std::span<const float> raw_logits, float raw_max, int32_t chosen) {
+void Sampler::FillLogprobs(int32_t n_top, std::span<const float> raw_logits, float raw_max,
+                           int32_t chosen, SampleLogprobs* out) {
   Scratch& scratch = ThreadScratch();
   // log-softmax(x)_i = x_i - (max + log sum exp(x - max)).
   double lanes[kSumLanes] = {};
@@ -544,8 +548,8 @@ void Sampler::FillLogprobs(std::span<const float> raw_logits, float raw_max, int
     return x == raw_max ? 0.0f : kNegInf;
   };
 
-  logprobs_.chosen = {chosen, logprob(raw_logits[static_cast<size_t>(chosen)])};
-  const size_t n = std::min(static_cast<size_t>(params_.logprobs), raw_logits.size());
+  out->chosen = {chosen, logprob(raw_logits[static_cast<size_t>(chosen)])};
+  const size_t n = std::min(static_cast<size_t>(n_top), raw_logits.size());
   const Candidate nth = KthLargest(raw_logits, n, scratch);
   std::vector<Candidate>& top = scratch.top;
   top.clear();
@@ -555,8 +559,8 @@ void Sampler::FillLogprobs(std::span<const float> raw_logits, float raw_max, int
     return true;
   });
   std::sort(top.begin(), top.end(), Before);  // at most kMaxLogprobs entries
-  logprobs_.top.clear();
-  for (const Candidate& c : top) logprobs_.top.push_back({c.id, logprob(c.value)});
+  out->top.clear();
+  for (const Candidate& c : top) out->top.push_back({c.id, logprob(c.value)});
 }
 
 }  // namespace strata::sampling

@@ -1,7 +1,8 @@
 // A Backend test double that "samples on the backend" on the host: it runs a real backend's
 // Forward, then samples every on_backend row with Sampler::SampleWithDraw (the reference the
-// CUDA sampling kernels implement) and returns only the other rows' logits, as CudaBackend's
-// ForwardSampled does. For tests of the ModelRunner's contract on machines without a device.
+// CUDA sampling kernels implement), penalties and log-probabilities included, and returns only
+// the other rows' logits, as CudaBackend's ForwardSampled does. For tests of the ModelRunner's
+// contract on machines without a device.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +16,17 @@
 
 namespace strata::testing {
 
-// The SamplingParams a backend-sampled row stands for (no penalties, no log-probabilities).
+// The SamplingParams a backend-sampled row stands for (its penalty counts come separately).
 inline sampling::SamplingParams ParamsOf(const backend::RowSampling& row) {
   sampling::SamplingParams p;
   p.temperature = row.temperature;
   p.top_k = row.top_k;
   p.top_p = row.top_p;
   p.min_p = row.min_p;
+  p.repetition_penalty = row.repetition_penalty;
+  p.frequency_penalty = row.frequency_penalty;
+  p.presence_penalty = row.presence_penalty;
+  p.logprobs = row.logprobs;
   return p;
 }
 
@@ -43,13 +48,15 @@ class HostSamplingBackend final : public backend::Backend {
     }
     out->tokens.assign(rows.size(), -1);
     out->logits.clear();
+    out->logprobs.assign(rows.size(), sampling::SampleLogprobs{});
     for (size_t r = 0; r < rows.size(); ++r) {
       std::span<float> row(all_.data() + r * vocab, static_cast<size_t>(vocab));
       if (!rows[r].on_backend) {
         out->logits.insert(out->logits.end(), row.begin(), row.end());
         continue;
       }
-      out->tokens[r] = sampling::Sampler::SampleWithDraw(ParamsOf(rows[r]), row, rows[r].u);
+      out->tokens[r] = sampling::Sampler::SampleWithDraw(ParamsOf(rows[r]), rows[r].penalties, row,
+                                                         rows[r].u, &out->logprobs[r]);
       ++sampled_rows_;
     }
     return OkStatus();

@@ -14,6 +14,8 @@
 #include "strata/common/status.h"
 #include "strata/kv/block_pool.h"
 #include "strata/model/model_config.h"
+#include "strata/sampling/logprobs.h"
+#include "strata/sampling/penalty_window.h"
 
 namespace strata::backend {
 
@@ -48,10 +50,10 @@ int64_t LogitsRows(const SequenceSlice& seq);
 [[nodiscard]] Status ValidateBatch(const Batch& batch, const model::ModelConfig& config,
                                    int32_t block_size, int32_t num_blocks);
 
-// How one logits row is sampled when the backend samples it (ForwardSampled). The semantics are
-// strata::sampling::Sampler's without penalties and log-probabilities (kernels/sampling.h), with
-// the draw `u` supplied by the caller so that each request's seeded generator stays the only
-// source of randomness.
+// How one logits row is sampled when the backend samples it (ForwardSampled): the semantics of
+// strata::sampling::Sampler::SampleWithDraw (kernels/sampling.h for the device kernels), with
+// the draw `u` and the penalty window's counts supplied by the caller, so that each request's
+// seeded generator and window stay the only state.
 struct RowSampling {
   bool on_backend = false;   // false: the caller samples this row from its logits
   float temperature = 0.0f;  // <= 0: greedy
@@ -59,6 +61,15 @@ struct RowSampling {
   float top_p = 1.0f;        // 1: off
   float min_p = 0.0f;        // 0: off
   double u = 0.0;            // the row's uniform draw in [0, 1)
+  // Penalties applied before sampling to each token of `penalties` (distinct tokens; empty:
+  // none), with these coefficients (sampling::ApplyPenalties).
+  std::span<const sampling::TokenCount> penalties;
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  // > 0: also return the sampled token's log-probability and the `logprobs` most likely
+  // tokens' (at most sampling::kMaxLogprobs), from the logits before penalties.
+  int32_t logprobs = 0;
 };
 
 // What ForwardSampled returns.
@@ -67,6 +78,9 @@ struct SampledStep {
   std::vector<int32_t> tokens;
   // [rows with tokens[r] == -1, vocab] fp32: those rows' logits, in row order.
   std::vector<float> logits;
+  // [rows]: for each row the backend sampled with logprobs > 0, its log-probabilities; empty
+  // entries for the others (or no entries at all when no row asked).
+  std::vector<sampling::SampleLogprobs> logprobs;
 };
 
 struct KvGeometry {

@@ -1,9 +1,9 @@
 // ModelRunner: the one place a step's batch meets the backend and comes back as tokens. It runs
 // Backend::ForwardSampled and samples, per logits row, with that row's Sampler: on the backend
-// (the CUDA device kernels) when the backend can and the request needs neither penalties nor
-// log-probabilities, on the host from the row's logits otherwise. Either way each row consumes
-// its sampler's draws in the same order, so a seed gives the same tokens on every backend (up
-// to the sums' rounding described in kernels/sampling.h) and in every mix of rows.
+// (the CUDA device kernels: penalties from the sampler's window, log-probabilities when asked)
+// when the backend samples, on the host from the row's logits otherwise. Either way each row
+// consumes its sampler's draws in the same order, so a seed gives the same tokens on every backend
+// (up to the sums' rounding described in kernels/sampling.h) and in every mix of rows.
 //
 // Thread rules: used by one thread (the engine loop, or a Generator's caller). The runner keeps
 // the step's buffers between calls.
@@ -39,6 +39,8 @@ class ModelRunner {
  private:
   backend::Backend* backend_;
   std::vector<backend::RowSampling> rows_;
+  std::vector<sampling::TokenCount> counts_;  // every row's penalty counts, back to back
+  std::vector<size_t> count_ends_;            // end of each row's counts in counts_
   backend::SampledStep step_;
   int64_t backend_rows_ = 0;
   int64_t host_rows_ = 0;

@@ -14,10 +14,22 @@
 #include <deque>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "strata/sampling/sampling_params.h"
 
 namespace strata::sampling {
+
+// A token and its occurrences in a penalty window.
+struct TokenCount {
+  int32_t token = 0;
+  int32_t count = 0;
+};
+
+// The penalties (formula above) of `params` applied in place to logits[token] for each entry
+// of `counts` (distinct tokens); tokens outside [0, logits.size()) are skipped.
+void ApplyPenalties(const SamplingParams& params, std::span<const TokenCount> counts,
+                    std::span<float> logits);
 
 class PenaltyWindow {
  public:
@@ -28,10 +40,9 @@ class PenaltyWindow {
   // penalties are disabled (penalty_last_n = 0 or all three coefficients neutral).
   void Push(int32_t token);
 
-  // Applies the penalties in place to logits[id] for every id in the window; ids outside
-  // [0, logits.size()) are skipped. Returns whether anything was changed.
-  // logits: [vocab_size]
-  bool Apply(std::span<float> logits) const;
+  // Appends one entry per distinct token in the window (in no particular order); nothing when
+  // the penalties are disabled.
+  void AppendCounts(std::vector<TokenCount>* out) const;
 
   // Occurrences of `token` in the window.
   int32_t Count(int32_t token) const;
@@ -43,9 +54,6 @@ class PenaltyWindow {
  private:
   bool enabled_;
   int32_t last_n_;  // -1: unbounded
-  float repetition_penalty_;
-  float presence_penalty_;
-  float frequency_penalty_;
   size_t size_ = 0;
   std::deque<int32_t> window_;  // oldest first; empty when unbounded (only counts are needed)
   std::unordered_map<int32_t, int32_t> counts_;  // id -> count > 0

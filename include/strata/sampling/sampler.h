@@ -39,28 +39,15 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "strata/sampling/logprobs.h"
 #include "strata/sampling/penalty_window.h"
 #include "strata/sampling/sampling_params.h"
 #include "strata/sampling/xoshiro256.h"
 
 namespace strata::sampling {
-
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;  // natural log
-};
-
-// Log-probabilities under the model's raw distribution: log-softmax of the logits as Sample()
-// received them (NaN as -inf), before penalties, temperature and truncation -- what OpenAI
-// reports. So a token the sampler could never have picked may still carry a finite value, and
-// the chosen token's value does not depend on the sampling parameters.
-struct SampleLogprobs {
-  TokenLogprob chosen;            // the token Sample() returned
-  std::vector<TokenLogprob> top;  // min(params.logprobs, V) most likely, descending
-                                  // logprob, ties to the lower id
-};
 
 class Sampler {
  public:
@@ -80,16 +67,21 @@ class Sampler {
   void Accept(int32_t token);
 
   // Sampling on a backend (Backend::ForwardSampled, the device kernels of kernels/sampling.h):
-  // possible when the request needs neither penalties nor log-probabilities. DrawForBackend
-  // consumes the draw Sample() would have (u in [0, 1) when temperature > 0, else 0 and no
-  // draw); the token the backend returns for it is SampleWithDraw(params(), logits, u), and is
-  // then passed to Accept() as usual.
-  bool BackendCanSample() const;
+  // DrawForBackend consumes the draw Sample() would have (u in [0, 1) when temperature > 0,
+  // else 0 and no draw) and the backend is given the penalty window's counts
+  // (penalty_window().AppendCounts); the token it returns is SampleWithDraw(params(), counts,
+  // logits, u, ...), and is then passed to Accept() as usual. SetLogprobs records the
+  // log-probabilities the backend computed for it.
   double DrawForBackend();
+  void SetLogprobs(SampleLogprobs logprobs) { logprobs_ = std::move(logprobs); }
 
-  // The reference of backend sampling: steps 2-7 above with the given draw, no penalties, no
-  // log-probabilities. Equal to Sample() for a sampler that BackendCanSample() and drew `u`.
-  static int32_t SampleWithDraw(const SamplingParams& params, std::span<float> logits, double u);
+  // What Sample() computes, with everything it takes from the sampler given instead: the
+  // penalty window's counts (penalties with params' coefficients; empty: none) and the draw u
+  // (unused at temperature 0). Sample() is this with its own window and draw; it is also the
+  // reference backend sampling is tested against. With params.logprobs > 0 and `logprobs` not
+  // null, *logprobs receives the log-probabilities. May overwrite `logits`.
+  static int32_t SampleWithDraw(const SamplingParams& params, std::span<const TokenCount> counts,
+                                std::span<float> logits, double u, SampleLogprobs* logprobs);
 
   // Log-probabilities of the last Sample(); empty `top` and chosen = {} unless
   // params.logprobs > 0.
@@ -101,7 +93,8 @@ class Sampler {
  private:
   static int32_t SampleStochastic(const SamplingParams& params, std::span<float> logits,
                                   float max_logit, double u);
-  void FillLogprobs(std::span<const float> raw_logits, float raw_max, int32_t chosen);
+  static void FillLogprobs(int32_t n, std::span<const float> raw_logits, float raw_max,
+                           int32_t chosen, SampleLogprobs* out);
 
   SamplingParams params_;
   Xoshiro256 rng_;

@@ -6,6 +6,7 @@
 #include "cuda_backend_impl.h"
 #include "cuda_status.h"
 #include "strata/kernels/dequantize.h"
+#include "strata/kernels/logit_processing.h"
 #include "strata/kernels/sampling.h"
 #include "strata/model/model_weights.h"
 
@@ -209,6 +210,16 @@ Status CudaBackend::ForwardSampled(const Batch& batch, std::span<const RowSampli
     return InvalidArgumentError("the batch has " + std::to_string(shape.num_rows) +
                                 " logits rows but " + std::to_string(rows.size()) +
                                 " sampling rows were given");
+  }
+  for (const RowSampling& r : rows) {
+    if (r.on_backend && (r.logprobs < 0 || r.logprobs > kernels::kMaxTopLogprobs)) {
+      return InvalidArgumentError("a row asks for " + std::to_string(r.logprobs) +
+                                  " top log-probabilities; the device reports 0 to " +
+                                  std::to_string(kernels::kMaxTopLogprobs));
+    }
+    if (r.penalties.size() > static_cast<size_t>(1) << 30) {
+      return InvalidArgumentError("a row's penalty window is too large");
+    }
   }
   if (!samples_on_backend()) return Backend::ForwardSampled(batch, rows, out);
   STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));

@@ -100,11 +100,13 @@ struct CudaBackend::Impl {
   // Buckets whose capture failed: their steps run eagerly (one warning per bucket).
   std::array<bool, kGraphBuckets.size()> graph_failed{};
 
-  // Device sampling (grown on demand): per-row parameters and the sampled tokens.
-  DeviceBuffer sample_params;  // [rows] kernels::DeviceSamplingParams
-  PinnedBuffer sample_params_host;
-  DeviceBuffer sample_tokens;  // [rows] int32
-  PinnedBuffer sample_tokens_host;
+  // Device sampling (device_sampling.cc), grown on demand: the step's sampling inputs (one
+  // upload), the raw logits the penalties replaced, and the outputs (one download).
+  DeviceBuffer sample_in;
+  PinnedBuffer sample_in_host;
+  DeviceBuffer sample_saved;  // [penalty entries] fp32
+  DeviceBuffer sample_out;
+  PinnedBuffer sample_out_host;
 
   std::array<GraphExec, kGraphBuckets.size()> graphs;  // destroyed first
 
@@ -127,7 +129,7 @@ struct CudaBackend::Impl {
   // Samples the on_backend rows on the device, copies their tokens and the other rows' logits
   // to *out, and synchronizes.
   Status FinishSampled(const float* logits, std::span<const RowSampling> rows, SampledStep* out);
-  Status EnsureSamplingCapacity(int64_t rows);
+  Status EnsureSamplingCapacity(int64_t in_bytes, int64_t saved_bytes, int64_t out_bytes);
   // Captures `run` (enqueued as RunModel does) into an instantiated graph.
   Status CaptureGraph(const StepRun& run, GraphExec* exec);
   Status EnsureEagerCapacity(const StepShape& shape, int64_t input_bytes, int64_t ws_bytes);

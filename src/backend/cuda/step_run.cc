@@ -1,13 +1,12 @@
 // One Forward step: validation, the upload of the step's inputs, and the model run, either
 // eagerly or as the replay of a CUDA graph captured for the step's bucket; then the logits come
-// back to the host, or the rows are sampled on the device and only their tokens come back.
+// back to the host (or the rows are sampled on the device: device_sampling.cc).
 #include <algorithm>
 #include <string>
 
 #include "cuda_backend_impl.h"
 #include "cuda_status.h"
 #include "strata/common/logging.h"
-#include "strata/kernels/sampling.h"
 
 namespace strata::backend::cuda {
 
@@ -209,102 +208,6 @@ Status CudaBackend::Impl::FinishWithLogits(const float* logits, int64_t rows,
   }
   // Also keeps the pinned input staging from being rewritten while its copy is pending.
   STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-  return OkStatus();
-}
-
-Status CudaBackend::Impl::EnsureSamplingCapacity(int64_t rows) {
-  const int64_t params_bytes = rows * static_cast<int64_t>(sizeof(kernels::DeviceSamplingParams));
-  if (sample_params.bytes() < params_bytes) {
-    const int64_t want = std::max<int64_t>(rows, 256);
-    sample_params.Reset();
-    sample_params_host.Reset();
-    sample_tokens.Reset();
-    sample_tokens_host.Reset();
-    const int64_t pb = want * static_cast<int64_t>(sizeof(kernels::DeviceSamplingParams));
-    STRATA_ASSIGN_OR_RETURN(sample_params, DeviceBuffer::Allocate(pb, "sampling parameters"));
-    STRATA_ASSIGN_OR_RETURN(sample_params_host, PinnedBuffer::Allocate(pb, "sampling parameters"));
-    STRATA_ASSIGN_OR_RETURN(sample_tokens, DeviceBuffer::Allocate(want * 4, "sampled tokens"));
-    STRATA_ASSIGN_OR_RETURN(sample_tokens_host, PinnedBuffer::Allocate(want * 4, "sampled tokens"));
-  }
-  return OkStatus();
-}
-
-Status CudaBackend::Impl::FinishSampled(const float* logits, std::span<const RowSampling> rows,
-                                        SampledStep* out) {
-  cudaStream_t s = stream.get();
-  const int64_t n = static_cast<int64_t>(rows.size());
-  const int64_t vocab = config.vocab_size;
-  int64_t host_rows = 0;
-  bool any_backend = false;
-  bool all_greedy = true;
-  for (const RowSampling& r : rows) {
-    host_rows += r.on_backend ? 0 : 1;
-    any_backend |= r.on_backend;
-    all_greedy &= !r.on_backend || r.temperature <= 0.0f;
-  }
-  // Runs on error paths too: the step's pinned staging must not be rewritten while read.
-  auto fail = [&](Status st) {
-    cudaStreamSynchronize(s);
-    return st;
-  };
-  if (any_backend) {
-    if (Status st = EnsureSamplingCapacity(n); !st.ok()) return fail(st);
-    auto* tokens = static_cast<int32_t*>(sample_tokens.get());
-    int err = 0;
-    if (all_greedy) {
-      err = kernels::LaunchArgMax(logits, n, vocab, vocab, tokens, s);
-    } else {
-      auto* host = reinterpret_cast<kernels::DeviceSamplingParams*>(sample_params_host.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const RowSampling& r = rows[static_cast<size_t>(i)];
-        kernels::DeviceSamplingParams& p = host[i];
-        // Rows the host samples get a cheap greedy pass; their tokens are not used.
-        p.temperature = r.on_backend ? r.temperature : 0.0f;
-        p.top_k = r.top_k;
-        p.top_p = r.top_p;
-        p.min_p = r.min_p;
-        p.u = r.u;
-      }
-      const size_t bytes = static_cast<size_t>(n) * sizeof(kernels::DeviceSamplingParams);
-      if (const cudaError_t e =
-              cudaMemcpyAsync(sample_params.get(), host, bytes, cudaMemcpyHostToDevice, s);
-          e != cudaSuccess) {
-        return fail(CudaStatus(e, "copying the sampling parameters"));
-      }
-      err = kernels::LaunchSample(
-          logits, n, vocab, vocab,
-          static_cast<const kernels::DeviceSamplingParams*>(sample_params.get()), tokens, s);
-    }
-    if (err != 0) {
-      return fail(CudaStatus(static_cast<cudaError_t>(err), "launching the sampling kernel"));
-    }
-    if (const cudaError_t e =
-            cudaMemcpyAsync(sample_tokens_host.data(), tokens, static_cast<size_t>(n) * 4,
-                            cudaMemcpyDeviceToHost, s);
-        e != cudaSuccess) {
-      return fail(CudaStatus(e, "copying the sampled tokens"));
-    }
-  }
-  out->logits.resize(static_cast<size_t>(host_rows * vocab));
-  int64_t k = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (rows[static_cast<size_t>(i)].on_backend) continue;
-    if (const cudaError_t e =
-            cudaMemcpyAsync(out->logits.data() + k * vocab, logits + i * vocab,
-                            static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, s);
-        e != cudaSuccess) {
-      return fail(CudaStatus(e, "copying the logits to the host"));
-    }
-    ++k;
-  }
-  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
-  out->tokens.assign(static_cast<size_t>(n), -1);
-  if (any_backend) {
-    const auto* tokens = reinterpret_cast<const int32_t*>(sample_tokens_host.data());
-    for (int64_t i = 0; i < n; ++i) {
-      if (rows[static_cast<size_t>(i)].on_backend) out->tokens[static_cast<size_t>(i)] = tokens[i];
-    }
-  }
   return OkStatus();
 }
 

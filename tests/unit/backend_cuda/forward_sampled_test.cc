@@ -1,11 +1,13 @@
-// CudaBackend::ForwardSampled: rows sampled on the device get the token the host reference
-// (Sampler::SampleWithDraw) picks from the same logits with the same draw, and the rows left to
-// the host come back with exactly Forward's logits, on the eager path (prefill) and on the
-// graph path (decode). Skipped without a device.
+// CudaBackend::ForwardSampled: rows sampled on the device get the token (and log-probabilities)
+// the host reference (Sampler::SampleWithDraw) picks from the same logits with the same draw and
+// penalty window, and the rows left to the host come back with exactly Forward's logits, on the
+// eager path (prefill) and on the graph path (decode). Skipped without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "strata/backend/cuda/cuda_backend.h"
@@ -22,14 +24,33 @@ std::unique_ptr<testing::SyntheticModelFile> Open(const testing::SyntheticSpec& 
   return testing::OpenSyntheticModel(spec);
 }
 
-// Row r's sampling: a mix of greedy, temperature, top-k, top-p and min-p rows on the device and
-// rows left to the host.
-RowSampling RowFor(int r, std::mt19937& gen) {
+// The penalty windows of the rows that have one: the row's three most likely tokens (so the
+// penalties change the choice) and a few others, one out of the vocabulary.
+std::vector<sampling::TokenCount> WindowFor(const std::vector<float>& row, int r) {
+  std::vector<int32_t> order(row.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::partial_sort(order.begin(), order.begin() + 3, order.end(), [&](int32_t a, int32_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  std::vector<sampling::TokenCount> w;
+  for (int k = 0; k < 3; ++k) w.push_back({order[k], 1 + (k + r) % 3});
+  w.push_back({static_cast<int32_t>((r * 97 + 11) % row.size()), 2});
+  w.push_back({static_cast<int32_t>(row.size()) + 5, 1});
+  // Distinct tokens, as a window gives them.
+  std::sort(w.begin(), w.end(), [](auto a, auto b) { return a.token < b.token; });
+  w.erase(std::unique(w.begin(), w.end(), [](auto a, auto b) { return a.token == b.token; }),
+          w.end());
+  return w;
+}
+
+// Row r's sampling: a mix of greedy, temperature, top-k, top-p and min-p rows on the device,
+// rows with penalties and log-probabilities, and rows left to the host.
+RowSampling RowFor(int r, std::mt19937& gen, std::span<const sampling::TokenCount> window) {
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   RowSampling row;
-  row.on_backend = r % 5 != 4;
+  row.on_backend = r % 7 != 4;
   row.u = uniform(gen);
-  switch (r % 5) {
+  switch (r % 7) {
     case 0:
       row.temperature = 0.0f;
       break;
@@ -45,6 +66,22 @@ RowSampling RowFor(int r, std::mt19937& gen) {
       row.top_p = 0.6f;
       row.min_p = 0.02f;
       break;
+    case 5:
+      row.temperature = 0.0f;
+      row.penalties = window;
+      row.repetition_penalty = 1.5f;
+      row.frequency_penalty = 0.5f;
+      row.presence_penalty = 0.25f;
+      row.logprobs = 4;
+      break;
+    case 6:
+      row.temperature = 0.8f;
+      row.top_k = 20;
+      row.penalties = window;
+      row.repetition_penalty = 1.2f;
+      row.presence_penalty = -0.5f;
+      row.logprobs = 20;
+      break;
     default:
       break;
   }
@@ -57,8 +94,13 @@ void ExpectSampledMatchesHost(CudaBackend& backend, const Batch& batch, int rows
   std::vector<float> logits;
   ASSERT_TRUE(backend.Forward(batch, &logits).ok()) << what;
   ASSERT_EQ(static_cast<int64_t>(logits.size()), rows_wanted * vocab) << what;
+  std::vector<std::vector<sampling::TokenCount>> windows;
+  for (int r = 0; r < rows_wanted; ++r) {
+    windows.push_back(WindowFor(
+        std::vector<float>(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab), r));
+  }
   std::vector<RowSampling> rows;
-  for (int r = 0; r < rows_wanted; ++r) rows.push_back(RowFor(r, gen));
+  for (int r = 0; r < rows_wanted; ++r) rows.push_back(RowFor(r, gen, windows[r]));
   SampledStep step;
   Status st = backend.ForwardSampled(batch, rows, &step);
   ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
@@ -76,7 +118,8 @@ void ExpectSampledMatchesHost(CudaBackend& backend, const Batch& batch, int rows
       continue;
     }
     EXPECT_EQ(step.tokens[r],
-              sampling::Sampler::SampleWithDraw(strata::testing::ParamsOf(rows[r]), row, rows[r].u))
+              sampling::Sampler::SampleWithDraw(strata::testing::ParamsOf(rows[r]),
+                                                rows[r].penalties, row, rows[r].u, nullptr))
         << what << " row " << r;
   }
   EXPECT_EQ(static_cast<int64_t>(step.logits.size()), host_row * vocab) << what;
@@ -122,6 +165,11 @@ TEST(CudaForwardSampled, DeviceRowsMatchTheHostReferenceOnEagerAndGraphSteps) {
   std::vector<RowSampling> wrong(kSeqs - 1);
   SampledStep step;
   EXPECT_EQ(backend.ForwardSampled(decode, wrong, &step).code(), StatusCode::kInvalidArgument);
+  std::vector<RowSampling> too_many_logprobs(kSeqs);
+  too_many_logprobs[3].on_backend = true;
+  too_many_logprobs[3].logprobs = 21;
+  EXPECT_EQ(backend.ForwardSampled(decode, too_many_logprobs, &step).code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

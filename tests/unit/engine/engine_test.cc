@@ -26,6 +26,7 @@ using sampling::SamplingParams;
 // What one request produced, read back from its stream.
 struct Output {
   std::vector<int32_t> tokens;
+  std::vector<sampling::SampleLogprobs> logprobs;
   std::string text;
   std::optional<FinishReason> finish;
   Status error;
@@ -40,6 +41,7 @@ void Collect(RequestStream& stream, Output* out) {
   while (stream.Next(&chunk, std::chrono::seconds(0))) {
     ++out->chunks;
     out->tokens.insert(out->tokens.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    out->logprobs.insert(out->logprobs.end(), chunk.logprobs.begin(), chunk.logprobs.end());
     out->text += chunk.text;
     if (chunk.finish_reason) {
       out->finish = chunk.finish_reason;
@@ -432,9 +434,10 @@ TEST_F(EngineTest, RequestBeyondTheWholeCacheIsRejectedUpFront) {
 }
 
 // The ModelRunner's contract: a backend that samples rows itself (as CUDA does) gives every
-// request exactly the tokens host sampling gives, whatever mix of rows shares a step: greedy,
-// seeded temperature / top-k / top-p / min-p rows on the backend, penalty and logprob rows on
-// the host, each consuming its own generator's draws in the same order.
+// request exactly the tokens (and log-probabilities) host sampling gives, whatever mix of rows
+// shares a step: greedy, seeded temperature / top-k / top-p / min-p rows, rows with penalties
+// (the backend gets the window's counts) and with log-probabilities, each consuming its own
+// generator's draws in the same order.
 TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
   std::vector<Request> requests;
   for (int i = 0; i < 8; ++i) {
@@ -453,11 +456,13 @@ TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
       case 2:
         r.params.temperature = 1.3f;
         r.params.min_p = 0.05f;
-        if (i == 6) r.params.logprobs = 2;  // host row
+        if (i == 6) r.params.logprobs = 2;
         break;
       case 3:
         r.params.temperature = 0.7f;
-        r.params.repetition_penalty = 1.3f;  // host row
+        r.params.repetition_penalty = 1.3f;
+        r.params.frequency_penalty = 0.5f;
+        if (i == 7) r.params.logprobs = 3;
         break;
     }
     requests.push_back(r);
@@ -481,10 +486,23 @@ TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(on_backend[i].tokens, host[i].tokens) << "request " << i;
     EXPECT_EQ(on_backend[i].tokens.size(), 12u) << "request " << i;
+    ASSERT_EQ(on_backend[i].logprobs.size(), host[i].logprobs.size()) << "request " << i;
+    for (size_t t = 0; t < host[i].logprobs.size(); ++t) {
+      const sampling::SampleLogprobs& a = on_backend[i].logprobs[t];
+      const sampling::SampleLogprobs& b = host[i].logprobs[t];
+      EXPECT_EQ(a.chosen.token, b.chosen.token);
+      EXPECT_EQ(a.chosen.logprob, b.chosen.logprob);
+      ASSERT_EQ(a.top.size(), b.top.size());
+      for (size_t k = 0; k < a.top.size(); ++k) {
+        EXPECT_EQ(a.top[k].token, b.top[k].token);
+        EXPECT_EQ(a.top[k].logprob, b.top[k].logprob);
+      }
+    }
   }
-  // Greedy and plain sampled rows went to the backend; penalty and logprob rows did not.
-  EXPECT_GT(sampling.sampled_rows(), 0);
-  EXPECT_LT(sampling.sampled_rows(), static_cast<int64_t>(requests.size()) * 12);
+  EXPECT_EQ(on_backend[6].logprobs.size(), 12u);
+  EXPECT_EQ(on_backend[7].logprobs.size(), 12u);
+  // Every row went to the backend, penalties and log-probabilities included.
+  EXPECT_EQ(sampling.sampled_rows(), static_cast<int64_t>(requests.size()) * 12);
 }
 
 // The seam a response cache or router will use: a submitter that wraps the engine sees every

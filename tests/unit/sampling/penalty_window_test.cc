@@ -16,11 +16,22 @@ SamplingParams Penalties(float repetition, float frequency, float presence, int3
   return p;
 }
 
+// What the sampler does with a window: take its counts, apply the penalties; whether any
+// token was penalized.
+bool Apply(const PenaltyWindow& window, const SamplingParams& p, std::vector<float>& logits) {
+  std::vector<TokenCount> counts;
+  window.AppendCounts(&counts);
+  ApplyPenalties(p, counts, logits);
+  return !counts.empty();
+}
+
 TEST(PenaltyWindow, AppliesTheLlamaCppFormulasByHand) {
-  PenaltyWindow window(Penalties(/*repetition=*/2.0f, /*frequency=*/0.5f, /*presence=*/0.25f, 64));
+  const SamplingParams p =
+      Penalties(/*repetition=*/2.0f, /*frequency=*/0.5f, /*presence=*/0.25f, 64);
+  PenaltyWindow window(p);
   for (int32_t t : {0, 1, 1, 3}) window.Push(t);
   std::vector<float> logits = {2.0f, -1.0f, 0.5f, 3.0f, 0.0f};
-  EXPECT_TRUE(window.Apply(logits));
+  EXPECT_TRUE(Apply(window, p, logits));
   EXPECT_FLOAT_EQ(logits[0], 2.0f / 2.0f - (1 * 0.5f + 0.25f));   // positive: divided
   EXPECT_FLOAT_EQ(logits[1], -1.0f * 2.0f - (2 * 0.5f + 0.25f));  // negative: multiplied
   EXPECT_FLOAT_EQ(logits[2], 0.5f);                               // not in the window
@@ -32,16 +43,18 @@ TEST(PenaltyWindow, AppliesTheLlamaCppFormulasByHand) {
 }
 
 TEST(PenaltyWindow, NegativePresencePenaltyRaisesLogits) {
-  PenaltyWindow window(Penalties(1.0f, 0.0f, -1.5f, 64));
+  const SamplingParams p = Penalties(1.0f, 0.0f, -1.5f, 64);
+  PenaltyWindow window(p);
   window.Push(1);
   std::vector<float> logits = {0.0f, 0.0f};
-  window.Apply(logits);
+  Apply(window, p, logits);
   EXPECT_FLOAT_EQ(logits[1], 1.5f);
   EXPECT_FLOAT_EQ(logits[0], 0.0f);
 }
 
 TEST(PenaltyWindow, ForgetsTokensOlderThanLastN) {
-  PenaltyWindow window(Penalties(1.0f, 1.0f, 0.0f, 3));
+  const SamplingParams p = Penalties(1.0f, 1.0f, 0.0f, 3);
+  PenaltyWindow window(p);
   for (int32_t t : {5, 5, 6, 7, 5}) window.Push(t);  // window: 6 7 5
   EXPECT_EQ(window.size(), 3u);
   EXPECT_EQ(window.Count(5), 1);
@@ -50,14 +63,15 @@ TEST(PenaltyWindow, ForgetsTokensOlderThanLastN) {
   window.Push(8);  // window: 7 5 8
   EXPECT_EQ(window.Count(6), 0);
   std::vector<float> logits(10, 0.0f);
-  window.Apply(logits);
+  Apply(window, p, logits);
   EXPECT_FLOAT_EQ(logits[6], 0.0f);
   EXPECT_FLOAT_EQ(logits[5], -1.0f);
   EXPECT_FLOAT_EQ(logits[8], -1.0f);
 }
 
 TEST(PenaltyWindow, MinusOneKeepsEveryToken) {
-  PenaltyWindow window(Penalties(1.0f, 1.0f, 0.0f, -1));
+  const SamplingParams p = Penalties(1.0f, 1.0f, 0.0f, -1);
+  PenaltyWindow window(p);
   for (int i = 0; i < 1000; ++i) window.Push(4);
   EXPECT_EQ(window.Count(4), 1000);
   EXPECT_EQ(window.size(), 1000u);
@@ -70,18 +84,19 @@ TEST(PenaltyWindow, ZeroLastNOrNeutralCoefficientsChangeNothing) {
     window.Push(0);
     std::vector<float> logits = {1.0f, 2.0f};
     EXPECT_FALSE(window.enabled());
-    EXPECT_FALSE(window.Apply(logits));
+    EXPECT_FALSE(Apply(window, p, logits));
     EXPECT_EQ(logits, (std::vector<float>{1.0f, 2.0f}));
   }
 }
 
 TEST(PenaltyWindow, SkipsIdsOutsideTheLogits) {
-  PenaltyWindow window(Penalties(2.0f, 0.0f, 0.0f, 64));
+  const SamplingParams p = Penalties(2.0f, 0.0f, 0.0f, 64);
+  PenaltyWindow window(p);
   window.Push(-3);
   window.Push(99);
   window.Push(1);
   std::vector<float> logits = {4.0f, 4.0f};
-  window.Apply(logits);
+  Apply(window, p, logits);
   EXPECT_EQ(logits, (std::vector<float>{4.0f, 2.0f}));
 }
 

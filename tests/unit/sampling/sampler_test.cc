@@ -591,7 +591,6 @@ TEST(SamplerOnBackend, TheBackendPathGivesSampleTokensAndKeepsTheGeneratorInStep
     p.seed = 1000 + c;
     Sampler host(p, {});
     Sampler backend(p, {});
-    ASSERT_TRUE(backend.BackendCanSample());
     for (int step = 0; step < 40; ++step) {
       std::vector<float> logits(997);
       for (float& x : logits) x = normal(gen);
@@ -599,7 +598,7 @@ TEST(SamplerOnBackend, TheBackendPathGivesSampleTokensAndKeepsTheGeneratorInStep
       std::vector<float> copy = logits;
       const int32_t a = host.Sample(logits);
       const double u = backend.DrawForBackend();
-      const int32_t b = Sampler::SampleWithDraw(backend.params(), copy, u);
+      const int32_t b = Sampler::SampleWithDraw(backend.params(), {}, copy, u, nullptr);
       ASSERT_EQ(a, b) << "case " << c << " step " << step;
       host.Accept(a);
       backend.Accept(b);
@@ -607,14 +606,48 @@ TEST(SamplerOnBackend, TheBackendPathGivesSampleTokensAndKeepsTheGeneratorInStep
   }
 }
 
-TEST(SamplerOnBackend, PenaltiesAndLogprobsKeepARequestOnTheHost) {
+// Penalties and log-probabilities: the window's counts and a draw given to SampleWithDraw
+// (what a backend is given) reproduce Sample() exactly, tokens and logprobs alike.
+TEST(SamplerOnBackend, PenaltiesAndLogprobsFromTheWindowsCountsMatchSample) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
   SamplingParams p;
-  EXPECT_TRUE(Sampler(p, {}).BackendCanSample());
-  p.repetition_penalty = 1.1f;
-  EXPECT_FALSE(Sampler(p, {}).BackendCanSample());
-  p = SamplingParams();
-  p.logprobs = 1;
-  EXPECT_FALSE(Sampler(p, {}).BackendCanSample());
+  p.temperature = 0.9f;
+  p.top_k = 40;
+  p.repetition_penalty = 1.3f;
+  p.frequency_penalty = 0.4f;
+  p.presence_penalty = 0.2f;
+  p.penalty_last_n = 16;
+  p.logprobs = 5;
+  p.seed = 77;
+  const std::vector<int32_t> prompt = {3, 3, 9, 120, 7};
+  Sampler host(p, prompt);
+  Sampler backend(p, prompt);
+  for (int step = 0; step < 60; ++step) {
+    std::vector<float> logits(503);
+    for (float& x : logits) x = normal(gen);
+    std::vector<float> copy = logits;
+    const int32_t a = host.Sample(logits);
+    std::vector<TokenCount> counts;
+    backend.penalty_window().AppendCounts(&counts);
+    const double u = backend.DrawForBackend();
+    SampleLogprobs lp;
+    const int32_t b = Sampler::SampleWithDraw(backend.params(), counts, copy, u, &lp);
+    ASSERT_EQ(a, b) << "step " << step;
+    EXPECT_EQ(lp.chosen.token, host.last_logprobs().chosen.token);
+    EXPECT_EQ(lp.chosen.logprob, host.last_logprobs().chosen.logprob);
+    ASSERT_EQ(lp.top.size(), 5u);
+    for (size_t i = 0; i < lp.top.size(); ++i) {
+      EXPECT_EQ(lp.top[i].token, host.last_logprobs().top[i].token);
+      EXPECT_EQ(lp.top[i].logprob, host.last_logprobs().top[i].logprob);
+    }
+    host.Accept(a);
+    backend.Accept(b);
+  }
+  // The penalties were in play: the window holds the recent tokens.
+  std::vector<TokenCount> counts;
+  backend.penalty_window().AppendCounts(&counts);
+  EXPECT_FALSE(counts.empty());
 }
 
 }  // namespace

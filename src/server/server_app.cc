@@ -191,8 +191,11 @@ int RunServer(const ServerConfig& config) {
 
   Log(LogLevel::kInfo, "loading the model", {{"model", config.model}});
   const Clock::time_point load_start = Clock::now();
+  // The model loads on the kind resolved above ("auto" is not probed a second time).
+  ServerConfig load_config = config;
+  load_config.backend = std::string(backend::BackendKindName(*kind));
   StatusOr<std::unique_ptr<ServingModel>> model =
-      LoadServingModel(config, [&metrics](const engine::EngineStats& stats, bool /*ran*/) {
+      LoadServingModel(load_config, [&metrics](const engine::EngineStats& stats, bool /*ran*/) {
         metrics.ObserveStep(ToStepRecord(stats));
       });
   if (!model.ok()) {

@@ -150,7 +150,6 @@ class Engine final : public RequestSubmitter {
   ModelRunner runner_;
   std::vector<sampling::Sampler*> row_samplers_;  // this step's, one per sampled row
   std::vector<int32_t> sampled_;                  // this step's tokens, one per sampled row
-  std::vector<int32_t> batch_tokens_;
 
   // Shared with other threads.
   SubmissionQueue queue_;

@@ -5,26 +5,14 @@
 #include <utility>
 #include <vector>
 
-#include "strata/common/logging.h"
 #include "strata/common/utf8.h"
 #include "strata/server/proto_input.h"
 #include "strata/tokenizer/incremental_detokenizer.h"
 
 namespace strata::server {
 
-GenerationService::GenerationService(metrics::ServerMetrics* metrics, const ServiceOptions& options)
-    : metrics_(metrics), options_(options), seed_source_(std::random_device{}()) {}
-
-void GenerationService::Activate(ServingModel* model) { model_.store(model); }
-
-void GenerationService::BeginDrain() { draining_.store(true); }
-
-StatusOr<ServingModel*> GenerationService::Serving() const {
-  if (draining_.load()) return UnavailableError("the server is shutting down");
-  ServingModel* model = model_.load();
-  if (model == nullptr) return UnavailableError("the model is still loading; retry shortly");
-  return model;
-}
+GenerationService::GenerationService(ServingState* state, const ServiceOptions& options)
+    : state_(state), metrics_(state->metrics()), options_(options) {}
 
 grpc::ServerUnaryReactor* GenerationService::Answer(grpc::CallbackServerContext* ctx,
                                                     const Status& status) {
@@ -34,48 +22,29 @@ grpc::ServerUnaryReactor* GenerationService::Answer(grpc::CallbackServerContext*
   return reactor;
 }
 
-StatusOr<TranslatedRequest> GenerationService::Translate(const ServingModel& model,
-                                                         const v1::GenerateRequest& request) {
-  uint64_t drawn_seed = 0;
-  {
-    std::lock_guard<std::mutex> lock(seed_mutex_);
-    drawn_seed = seed_source_();
-  }
-  StatusOr<TranslatedRequest> translated =
-      model.translator->Translate(InputFromProto(request), drawn_seed);
-  if (translated.ok() && options_.log_prompts) {
-    Log(LogLevel::kDebug, "request received",
-        {{"request_id", translated->request_id},
-         {"prompt", model.tokenizer->Decode(translated->request.prompt, /*render_special=*/true)}});
-  }
-  return translated;
-}
-
 grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* ctx,
                                                       const v1::GenerateRequest* request,
                                                       v1::GenerateResponse* response) {
-  StatusOr<ServingModel*> model = Serving();
+  StatusOr<ServingModel*> model = state_->Serving();
   if (!model.ok()) return RefuseUnary(ctx, metrics_, model.status());
-  StatusOr<TranslatedRequest> translated = Translate(**model, *request);
+  StatusOr<TranslatedRequest> translated = state_->Translate(**model, InputFromProto(*request));
   if (!translated.ok()) return RefuseUnary(ctx, metrics_, translated.status());
-  const CallEnv env{(*model)->engine.get(), metrics_, &in_flight_};
-  return StartUnaryGenerate(env, ctx, std::move(*translated), response);
+  return StartUnaryGenerate(state_->EnvFor(**model), ctx, std::move(*translated), response);
 }
 
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::GenerateStream(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
-  StatusOr<ServingModel*> model = Serving();
+  StatusOr<ServingModel*> model = state_->Serving();
   if (!model.ok()) return RefuseStream(metrics_, model.status());
-  StatusOr<TranslatedRequest> translated = Translate(**model, *request);
+  StatusOr<TranslatedRequest> translated = state_->Translate(**model, InputFromProto(*request));
   if (!translated.ok()) return RefuseStream(metrics_, translated.status());
-  const CallEnv env{(*model)->engine.get(), metrics_, &in_flight_};
-  return StartStreamGenerate(env, ctx, std::move(*translated));
+  return StartStreamGenerate(state_->EnvFor(**model), ctx, std::move(*translated));
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* ctx,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
-  StatusOr<ServingModel*> serving = Serving();
+  StatusOr<ServingModel*> serving = state_->Serving();
   if (!serving.ok()) return Answer(ctx, serving.status());
   const ServingModel& model = **serving;
   std::string text;
@@ -133,7 +102,7 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* ctx,
                                                         const v1::DetokenizeRequest* request,
                                                         v1::DetokenizeResponse* response) {
-  StatusOr<ServingModel*> serving = Serving();
+  StatusOr<ServingModel*> serving = state_->Serving();
   if (!serving.ok()) return Answer(ctx, serving.status());
   const ServingModel& model = **serving;
   const auto& ids = request->token_ids();
@@ -158,7 +127,7 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
     grpc::CallbackServerContext* ctx, const v1::GetModelInfoRequest* /*request*/,
     v1::ModelInfo* response) {
-  StatusOr<ServingModel*> serving = Serving();
+  StatusOr<ServingModel*> serving = state_->Serving();
   if (!serving.ok()) return Answer(ctx, serving.status());
   *response = (*serving)->info;
   return Answer(ctx, OkStatus());

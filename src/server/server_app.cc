@@ -155,10 +155,10 @@ int RunServer(const ServerConfig& config) {
   const std::vector<int> metrics_ports = exposer->GetListeningPorts();
   const int metrics_port = metrics_ports.empty() ? config.metrics_port : metrics_ports.front();
 
+  ServingState state(&metrics, config.log_prompts);
   ServiceOptions service_options;
-  service_options.log_prompts = config.log_prompts;
   service_options.max_tokenize_bytes = static_cast<size_t>(config.max_message_bytes);
-  GenerationService service(&metrics, service_options);
+  GenerationService service(&state, service_options);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -207,7 +207,7 @@ int RunServer(const ServerConfig& config) {
   engine::Engine& engine = *(*model)->engine;
   metrics.ObserveStep(ToStepRecord(engine.Stats()));
   engine.Start();
-  service.Activate(model->get());
+  state.Activate(model->get());
   SetHealth(server.get(), true);
   const v1::ModelInfo& info = (*model)->info;
   Log(LogLevel::kInfo, "serving",
@@ -223,21 +223,21 @@ int RunServer(const ServerConfig& config) {
   // Drain.
   Log(LogLevel::kInfo, "draining",
       {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
-       {"in_flight", std::to_string(service.in_flight())},
+       {"in_flight", std::to_string(state.in_flight())},
        {"grace_seconds", std::to_string(config.drain_grace_seconds)}});
   SetHealth(server.get(), false);
-  service.BeginDrain();
+  state.BeginDrain();
   const Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(config.drain_grace_seconds));
   bool cut_short = false;
-  while (service.in_flight() > 0 && Clock::now() < deadline) {
+  while (state.in_flight() > 0 && Clock::now() < deadline) {
     if (WaitForSignal(signals, std::chrono::milliseconds(10)) != 0) {
       cut_short = true;
       break;
     }
   }
-  const int64_t left = service.in_flight();
+  const int64_t left = state.in_flight();
   if (left > 0) {
     Log(LogLevel::kWarn,
         cut_short ? "second signal: cancelling the requests left"

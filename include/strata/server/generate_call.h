@@ -24,16 +24,10 @@
 #include "strata/engine/request_submitter.h"
 #include "strata/metrics/server_metrics.h"
 #include "strata/server/request_translator.h"
+#include "strata/server/serving_state.h"
 #include "strata/v1/generation.pb.h"
 
 namespace strata::server {
-
-// What every call needs from the server; all pointers outlive the calls.
-struct CallEnv {
-  engine::RequestSubmitter* engine = nullptr;  // the Engine, or whatever wraps it
-  metrics::ServerMetrics* metrics = nullptr;
-  std::atomic<int64_t>* in_flight = nullptr;  // calls accepted and not yet done
-};
 
 grpc::Status ToGrpcStatus(const Status& status);
 

@@ -18,7 +18,8 @@ class GenerationServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     metrics_ = std::make_unique<metrics::ServerMetrics>(metrics::BuildInfo{});
-    service_ = std::make_unique<GenerationService>(metrics_.get(), ServiceOptions{});
+    state_ = std::make_unique<ServingState>(metrics_.get(), /*log_prompts=*/false);
+    service_ = std::make_unique<GenerationService>(state_.get(), ServiceOptions{});
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -69,6 +70,7 @@ class GenerationServiceTest : public ::testing::Test {
   }
 
   std::unique_ptr<metrics::ServerMetrics> metrics_;
+  std::unique_ptr<ServingState> state_;
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Generation::Stub> stub_;
@@ -79,11 +81,11 @@ TEST_F(GenerationServiceTest, EveryCallIsUnavailableWhileTheModelLoads) {
   EXPECT_NE(metrics_->Serialize().find("strata_request_errors_total{code=\"UNAVAILABLE\"} 5"),
             std::string::npos)
       << metrics_->Serialize();
-  EXPECT_EQ(service_->in_flight(), 0);
+  EXPECT_EQ(state_->in_flight(), 0);
 }
 
 TEST_F(GenerationServiceTest, EveryCallIsUnavailableWhileDraining) {
-  service_->BeginDrain();
+  state_->BeginDrain();
   for (grpc::StatusCode code : CallEverything()) EXPECT_EQ(code, grpc::StatusCode::UNAVAILABLE);
 }
 

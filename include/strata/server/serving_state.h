@@ -1,0 +1,66 @@
+// ServingState: what every transport of one server shares: whether the model is loading,
+// serving or draining, the seed source for requests that bring none, the translation of a
+// GenerationInput into an engine request, and the count of generation calls in flight (the
+// drain waits for it to reach zero, whichever transport the calls came on).
+//
+// Lifecycle: loading (every call UNAVAILABLE "loading") -> Activate(model) -> serving ->
+// BeginDrain() -> draining (new calls UNAVAILABLE, those in flight go on).
+//
+// Thread rules: every method may be called from any thread; the ServingModel passed to
+// Activate and the metrics must outlive the state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <random>
+
+#include "strata/common/status.h"
+#include "strata/engine/request_submitter.h"
+#include "strata/metrics/server_metrics.h"
+#include "strata/server/generation_input.h"
+#include "strata/server/request_translator.h"
+#include "strata/server/serving_model.h"
+
+namespace strata::server {
+
+// What a generation call needs from the server; all pointers outlive the calls.
+struct CallEnv {
+  engine::RequestSubmitter* engine = nullptr;  // the Engine, or whatever wraps it
+  metrics::ServerMetrics* metrics = nullptr;
+  std::atomic<int64_t>* in_flight = nullptr;  // calls accepted and not yet done
+};
+
+class ServingState {
+ public:
+  // `log_prompts`: prompt text in the debug log line of each translated request.
+  ServingState(metrics::ServerMetrics* metrics, bool log_prompts);
+
+  // Loading -> serving. Call once.
+  void Activate(ServingModel* model);
+  // Serving -> draining: new calls get UNAVAILABLE.
+  void BeginDrain();
+
+  // The model when serving; otherwise the UNAVAILABLE status to answer with.
+  StatusOr<ServingModel*> Serving() const;
+  bool draining() const { return draining_.load(); }
+
+  // Validates `input` into an engine request, drawing a seed where none is given.
+  StatusOr<TranslatedRequest> Translate(const ServingModel& model, const GenerationInput& input);
+
+  // The environment of a call on `model`, counted in in_flight() once it is accepted.
+  CallEnv EnvFor(ServingModel& model);
+  int64_t in_flight() const { return in_flight_.load(); }
+  metrics::ServerMetrics* metrics() const { return metrics_; }
+
+ private:
+  metrics::ServerMetrics* metrics_;
+  bool log_prompts_;
+  std::atomic<ServingModel*> model_{nullptr};
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};
+  std::mutex seed_mutex_;
+  std::mt19937_64 seed_source_;
+};
+
+}  // namespace strata::server

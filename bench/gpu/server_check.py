@@ -54,7 +54,7 @@ class Server:
         env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH", "")}
         self.proc = subprocess.Popen(
             [str(bin_dir / "strata-server"), "--model", str(model), "--backend", backend,
-             "--host", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0", "--port-file",
+             "--host", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0", "--port-file",
              str(port_file), *extra],
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 120

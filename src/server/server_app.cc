@@ -6,6 +6,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -23,6 +24,7 @@
 #include "strata/common/logging.h"
 #include "strata/metrics/server_metrics.h"
 #include "strata/server/generation_service.h"
+#include "strata/server/http/http_frontend.h"
 #include "strata/server/serving_model.h"
 
 #ifndef STRATA_VERSION
@@ -81,18 +83,32 @@ metrics::StepRecord ToStepRecord(const engine::EngineStats& s) {
   return r;
 }
 
-Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+Status WritePortFile(const std::string& path, int grpc_port, int metrics_port, int http_port) {
   // Written whole under a temporary name, then renamed: a reader never sees half a file.
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "{\"grpc_port\": " << grpc_port << ", \"metrics_port\": " << metrics_port << "}\n";
+    out << "{\"grpc_port\": " << grpc_port << ", \"metrics_port\": " << metrics_port;
+    if (http_port > 0) out << ", \"http_port\": " << http_port;
+    out << "}\n";
     if (!out) return InternalError("cannot write the port file " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return InternalError("cannot rename " + tmp + " to " + path);
   }
   return OkStatus();
+}
+
+// The name the HTTP API serves the model under: --served-model-name, else the file's name
+// without its directory and ".gguf".
+std::string ServedModelName(const ServerConfig& config) {
+  if (!config.served_model_name.empty()) return config.served_model_name;
+  std::string name = config.model.substr(config.model.find_last_of('/') + 1);
+  const std::string ext = ".gguf";
+  if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0) {
+    name.resize(name.size() - ext.size());
+  }
+  return name;
 }
 
 std::string HostPort(const std::string& host, int port) {
@@ -178,11 +194,34 @@ int RunServer(const ServerConfig& config) {
     return 1;
   }
   SetHealth(server.get(), false);
+
+  // The OpenAI-compatible API, over the same ServingState: /health answers 503 while loading.
+  std::unique_ptr<http::HttpFrontend> http_frontend;
+  if (config.http_port >= 0) {
+    http::HttpOptions http_options;
+    http_options.host = config.host;
+    http_options.port = config.http_port;
+    http_options.threads = config.http_threads;
+    http_options.model_id = ServedModelName(config);
+    http_options.max_body_bytes = static_cast<size_t>(config.max_message_bytes + kMessageSlack);
+    http_options.metrics_text = [&metrics] {
+      return prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
+    };
+    http_frontend = std::make_unique<http::HttpFrontend>(&state, std::move(http_options));
+    if (Status started = http_frontend->Start(); !started.ok()) {
+      Log(LogLevel::kError, "cannot serve HTTP", {{"error", started.message()}});
+      server->Shutdown();
+      return 1;
+    }
+  }
+  const int http_port = http_frontend ? http_frontend->port() : -1;
   Log(LogLevel::kInfo, "listening",
       {{"grpc", HostPort(config.host, grpc_port)},
-       {"metrics", HostPort(config.host, metrics_port)}});
+       {"metrics", HostPort(config.host, metrics_port)},
+       {"http", http_port > 0 ? HostPort(config.host, http_port) : "off"}});
   if (!config.port_file.empty()) {
-    if (Status written = WritePortFile(config.port_file, grpc_port, metrics_port); !written.ok()) {
+    if (Status written = WritePortFile(config.port_file, grpc_port, metrics_port, http_port);
+        !written.ok()) {
       Log(LogLevel::kError, "cannot write the port file", {{"error", written.message()}});
       server->Shutdown();
       return 1;
@@ -247,6 +286,7 @@ int RunServer(const ServerConfig& config) {
   engine.Stop();  // ends what is left; their calls complete UNAVAILABLE
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server->Wait();
+  if (http_frontend) http_frontend->Stop();
   Log(LogLevel::kInfo, "stopped", {});
   return 0;
 }

@@ -84,6 +84,8 @@ class Server {
                                      "0",
                                      "--metrics-port",
                                      "0",
+                                     "--http-port",
+                                     "0",
                                      "--threads",
                                      "2",
                                      "--port-file",

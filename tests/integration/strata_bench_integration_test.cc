@@ -76,7 +76,8 @@ class StrataBench : public ::testing::Test {
   int StartServer() {
     const std::string port_file = (dir_ / "ports.json").string();
     server_pid_ = Spawn({STRATA_SERVER_BINARY, "--model", STRATA_MODEL_FILE, "--grpc-port", "0",
-                         "--metrics-port", "0", "--threads", "2", "--port-file", port_file},
+                         "--metrics-port", "0", "--http-port", "0", "--threads", "2",
+                         "--port-file", port_file},
                         (dir_ / "server.log").string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (server_pid_ > 0 && std::chrono::steady_clock::now() < deadline) {

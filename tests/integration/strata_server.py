@@ -59,8 +59,8 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
         self.proc = subprocess.Popen(
             [str(binary), "--model", str(model_path()), "--host", "127.0.0.1", "--grpc-port", "0",
-             "--metrics-port", "0", "--port-file", str(port_file), "--threads", str(threads),
-             *flags],
+             "--metrics-port", "0", "--http-port", "0", "--port-file", str(port_file),
+             "--threads", str(threads), *flags],
             stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while not port_file.exists():
@@ -70,6 +70,7 @@ class Server:
         ports = json.loads(port_file.read_text())
         self.grpc_port = ports["grpc_port"]
         self.metrics_port = ports["metrics_port"]
+        self.http_port = ports.get("http_port")  # None with --http-port -1
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         self.stub = pb_grpc.GenerationStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)

@@ -122,7 +122,8 @@ def test_a_bad_setting_exits_with_a_clear_message():
     assert r.returncode == 2
     assert "max_batch_size" in r.stderr and "[1," in r.stderr
     r = subprocess.run([str(binary), "--model", "/nonexistent.gguf", "--grpc-port", "0",
-                        "--metrics-port", "0"], capture_output=True, text=True, timeout=30)
+                        "--metrics-port", "0", "--http-port", "0"],
+                       capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert "cannot load the model" in r.stderr
 
@@ -145,7 +146,8 @@ def test_backend_cuda_without_a_device_is_one_line_and_exit_1_before_binding():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     r = subprocess.run([str(binary), "--model", str(model_path()), "--backend", "cuda",
-                        "--grpc-port", str(port), "--metrics-port", "0", "--log-format", "text"],
+                        "--grpc-port", str(port), "--metrics-port", "0", "--http-port", "0",
+                        "--log-format", "text"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]

@@ -45,7 +45,10 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int32_t grpc_port = 50051;  // 0 = any free port (see port_file)
   int32_t metrics_port = 9464;
-  std::string port_file;  // the bound ports are written here as JSON once bound
+  int32_t http_port = 8000;  // OpenAI-compatible API; -1 = off
+  int32_t http_threads = 256;
+  std::string served_model_name;  // empty: the model file's name without .gguf
+  std::string port_file;          // the bound ports are written here as JSON once bound
   int64_t max_message_bytes = int64_t{4} << 20;
 
   // Scheduling.

@@ -1,0 +1,61 @@
+// HttpFrontend: the OpenAI-compatible HTTP API, a second transport over the serving core that
+// the gRPC service also uses (ServingState: lifecycle, translation, in-flight count; the
+// RequestSubmitter; CallRecorder). HTTP and JSON come from cpp-httplib and nlohmann-json.
+//
+//   POST /v1/completions, POST /v1/chat/completions   (JSON, or SSE with "stream": true)
+//   GET  /v1/models, GET /v1/models/{id}
+//   GET  /health    200 {"status": "serving"}; 503 while loading or draining
+//   GET  /metrics   the Prometheus text the metrics port serves
+// Errors are OpenAI's {"error": {"message", "type", "param", "code"}}: 400 naming the field,
+// 404 for another model, 429 with Retry-After when the queue is full, 503 while loading or
+// draining (see openai_request.h and docs/http-api.md).
+//
+// Threads: cpp-httplib serves each connection on a pool thread (`threads` of them); a call
+// blocks its thread while it waits for tokens, never the engine. A streaming client that goes
+// away is noticed at the next write (the next token) and its request is cancelled, so its KV
+// blocks are freed at the following engine step.
+//
+// Thread rules: Start once, then Stop (also from the destructor) from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "strata/common/status.h"
+#include "strata/server/serving_state.h"
+
+namespace strata::server::http {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (port() says which)
+  int threads = 256;
+  std::string model_id;  // the name requests give as "model" (the GGUF's general.name also does)
+  size_t max_body_bytes = 4 << 20;      // larger bodies get 413
+  int32_t completions_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)
+  std::function<std::string()> metrics_text;  // GET /metrics; null: 404
+};
+
+class HttpFrontend {
+ public:
+  // `state` must outlive the frontend.
+  HttpFrontend(ServingState* state, HttpOptions options);
+  ~HttpFrontend();
+  HttpFrontend(const HttpFrontend&) = delete;
+  HttpFrontend& operator=(const HttpFrontend&) = delete;
+
+  // Binds the port and starts serving on a thread of its own; UNAVAILABLE when the port cannot
+  // be bound.
+  Status Start();
+  int port() const;
+  // Stops accepting and waits for the serving thread; calls in flight are cut off.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::server::http

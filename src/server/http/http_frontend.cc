@@ -1,0 +1,326 @@
+#include "strata/server/http/http_frontend.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "strata/common/logging.h"
+#include "strata/server/call_recorder.h"
+#include "strata/server/http/openai_request.h"
+#include "strata/server/http/openai_response.h"
+
+namespace strata::server::http {
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+
+void Send(httplib::Response& res, int status, const std::string& json) {
+  res.status = status;
+  res.set_content(json, "application/json");
+}
+
+void SendError(httplib::Response& res, const ApiError& error) {
+  if (error.http_status == 429) res.set_header("Retry-After", "1");
+  Send(res, error.http_status, ErrorBody(error));
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One streamed generation: cpp-httplib calls Provide on the connection's thread until the
+// stream is done, then Release. A write that fails means the client left: the request is
+// cancelled and its last chunk awaited (the next engine step), so the call is recorded and
+// counted out exactly once.
+class StreamCall {
+ public:
+  StreamCall(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream, std::string id,
+             Responder responder, Endpoint endpoint)
+      : env_(env),
+        stream_(std::move(stream)),
+        recorder_(env.metrics, std::move(id)),
+        responder_(std::move(responder)),
+        endpoint_(endpoint) {}
+
+  bool Provide(httplib::DataSink& sink) {
+    if (finished_) {
+      sink.done();
+      return true;
+    }
+    engine::StreamChunk chunk;
+    if (!stream_->Next(&chunk, kPollInterval)) {
+      if (sink.is_writable()) return true;  // nothing new yet
+      Abandon();
+      return false;
+    }
+    recorder_.OnChunk(chunk);
+    if (!chunk.finish_reason) {
+      const std::string events = responder_.Events(chunk);
+      if (!events.empty() && !sink.write(events.data(), events.size())) {
+        Abandon();
+        return false;
+      }
+      return true;
+    }
+    const Status status = recorder_.OnLast(chunk, /*client_cancelled=*/false);
+    Done();
+    std::string events;
+    if (status.ok()) {
+      events = responder_.Events(chunk);
+    } else {
+      // The text that came with the failing chunk, then the error.
+      chunk.finish_reason.reset();
+      events =
+          responder_.Events(chunk) + Responder::ErrorEvents(ApiErrorFromStatus(status, endpoint_));
+    }
+    if (!sink.write(events.data(), events.size())) return false;
+    sink.done();
+    return true;
+  }
+
+  // The connection is over, whichever way.
+  void Release() { Abandon(); }
+
+ private:
+  void Abandon() {
+    if (finished_) return;
+    env_.engine->Cancel(stream_->id());
+    engine::StreamChunk chunk;
+    while (stream_->Next(&chunk)) {  // the last chunk comes at the next engine step
+      recorder_.OnChunk(chunk);
+      if (chunk.finish_reason) {
+        (void)recorder_.OnLast(chunk, /*client_cancelled=*/true);
+        break;
+      }
+    }
+    Done();
+  }
+
+  void Done() {
+    finished_ = true;
+    env_.in_flight->fetch_sub(1);
+  }
+
+  CallEnv env_;
+  std::shared_ptr<engine::RequestStream> stream_;
+  CallRecorder recorder_;
+  Responder responder_;
+  Endpoint endpoint_;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+struct HttpFrontend::Impl {
+  ServingState* state;
+  HttpOptions options;
+  httplib::Server server;
+  std::thread thread;
+  int port = 0;
+  int64_t started = UnixSeconds();
+  std::atomic<bool> running{false};
+
+  Impl(ServingState* s, HttpOptions o) : state(s), options(std::move(o)) {}
+
+  // Counts a refused call by its code and answers it.
+  void Refuse(httplib::Response& res, const Status& status, Endpoint endpoint) {
+    state->metrics()->CountError(StatusCodeName(status.code()));
+    SendError(res, ApiErrorFromStatus(status, endpoint));
+  }
+
+  void Health(httplib::Response& res) {
+    const StatusOr<ServingModel*> serving = state->Serving();
+    if (serving.ok()) {
+      Send(res, 200, R"({"status":"serving"})");
+    } else {
+      Send(res, 503, state->draining() ? R"({"status":"draining"})" : R"({"status":"loading"})");
+    }
+  }
+
+  void Models(const httplib::Request& req, httplib::Response& res) {
+    const StatusOr<ServingModel*> serving = state->Serving();
+    if (!serving.ok()) return Refuse(res, serving.status(), Endpoint::kCompletions);
+    const int64_t context = (*serving)->info.context_length();
+    if (req.matches.size() > 1) {
+      const std::string id = req.matches[1];
+      if (id != options.model_id && id != (*serving)->info.name()) {
+        return Refuse(res,
+                      NotFoundError("the model '" + id +
+                                    "' does not exist; this server "
+                                    "serves '" +
+                                    options.model_id + "'"),
+                      Endpoint::kCompletions);
+      }
+      return Send(res, 200, ModelBody(options.model_id, started, context));
+    }
+    Send(res, 200, ModelsBody(options.model_id, started, context));
+  }
+
+  void Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    const bool chat = endpoint == Endpoint::kChatCompletions;
+    OpenAiRequest parsed;
+    ApiError bad;
+    if (!ParseOpenAiRequest(endpoint, req.body, chat ? 0 : options.completions_max_tokens, &parsed,
+                            &bad)) {
+      state->metrics()->CountError(StatusCodeName(StatusCode::kInvalidArgument));
+      return SendError(res, bad);
+    }
+    StatusOr<ServingModel*> serving = state->Serving();
+    if (!serving.ok()) return Refuse(res, serving.status(), endpoint);
+    ServingModel& model = **serving;
+    if (parsed.model != options.model_id && parsed.model != model.info.name()) {
+      return Refuse(res,
+                    NotFoundError("the model '" + parsed.model +
+                                  "' does not exist; this server "
+                                  "serves '" +
+                                  options.model_id + "'"),
+                    endpoint);
+    }
+    if (parsed.input.request_id.empty() && req.has_header("X-Request-Id")) {
+      parsed.input.request_id = req.get_header_value("X-Request-Id");
+    }
+    StatusOr<TranslatedRequest> translated = state->Translate(model, parsed.input);
+    if (!translated.ok()) return Refuse(res, translated.status(), endpoint);
+    const CallEnv env = state->EnvFor(model);
+    const std::string client_id = translated->request_id;
+    StatusOr<std::shared_ptr<engine::RequestStream>> submitted =
+        env.engine->Submit(std::move(translated->request));
+    if (!submitted.ok()) return Refuse(res, submitted.status(), endpoint);
+    std::shared_ptr<engine::RequestStream> stream = std::move(*submitted);
+    env.in_flight->fetch_add(1);
+
+    ResponseContext ctx;
+    ctx.endpoint = endpoint;
+    ctx.id = client_id.empty()
+                 ? std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(stream->id())
+                 : client_id;
+    ctx.created = UnixSeconds();
+    ctx.model = options.model_id;
+    ctx.logprobs = parsed.logprobs;
+    ctx.top_logprobs = parsed.top_logprobs;
+    ctx.include_usage = parsed.include_usage;
+    ctx.tokenizer = model.tokenizer.get();
+    res.set_header("X-Request-Id", ctx.id);
+    Responder responder(ctx);
+
+    if (parsed.stream) {
+      auto call = std::make_shared<StreamCall>(env, std::move(stream), ctx.id, std::move(responder),
+                                               endpoint);
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [call](size_t /*offset*/, httplib::DataSink& sink) { return call->Provide(sink); },
+          [call](bool /*success*/) { call->Release(); });
+      return;
+    }
+
+    CallRecorder recorder(env.metrics, ctx.id);
+    engine::StreamChunk chunk;
+    while (stream->Next(&chunk)) {
+      recorder.OnChunk(chunk);
+      responder.Add(chunk);
+      if (!chunk.finish_reason) continue;
+      const Status status = recorder.OnLast(chunk, /*client_cancelled=*/false);
+      env.in_flight->fetch_sub(1);
+      if (!status.ok()) return SendError(res, ApiErrorFromStatus(status, endpoint));
+      return Send(res, 200, responder.Body(chunk));
+    }
+    env.in_flight->fetch_sub(1);  // not reached: every stream ends with a last chunk
+    SendError(res,
+              ApiErrorFromStatus(InternalError("the request ended without a result"), endpoint));
+  }
+
+  void Routes() {
+    server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { Health(res); });
+    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      if (!options.metrics_text) {
+        res.status = 404;
+        return;
+      }
+      res.set_content(options.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    server.Get("/v1/models",
+               [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
+    server.Get(R"(/v1/models/(.+))",
+               [this](const httplib::Request& req, httplib::Response& res) { Models(req, res); });
+    server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Generate(Endpoint::kCompletions, req, res);
+    });
+    server.Post("/v1/chat/completions",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  Generate(Endpoint::kChatCompletions, req, res);
+                });
+    // Routes that do not exist, bodies over the limit, methods not served: OpenAI's shape.
+    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      ApiError e;
+      e.http_status = res.status;
+      if (res.status == 404) {
+        e.type = "not_found_error";
+        e.message = "no route " + req.method + " " + req.path;
+      } else if (res.status == 413) {
+        e.message = "the request body is too large";
+      } else {
+        e.message = "HTTP " + std::to_string(res.status);
+      }
+      SendError(res, e);
+    });
+    server.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+          ApiError e;
+          e.http_status = 500;
+          e.type = "server_error";
+          e.message = "internal error";
+          try {
+            if (ep) std::rethrow_exception(ep);
+          } catch (const std::exception& ex) {
+            e.message = std::string("internal error: ") + ex.what();
+          } catch (...) {
+          }
+          SendError(res, e);
+        });
+  }
+};
+
+HttpFrontend::HttpFrontend(ServingState* state, HttpOptions options)
+    : impl_(std::make_unique<Impl>(state, std::move(options))) {}
+
+HttpFrontend::~HttpFrontend() { Stop(); }
+
+Status HttpFrontend::Start() {
+  Impl& m = *impl_;
+  const int threads = std::max(1, m.options.threads);
+  m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  m.server.set_payload_max_length(m.options.max_body_bytes);
+  m.Routes();
+  if (m.options.port == 0) {
+    m.port = m.server.bind_to_any_port(m.options.host);
+  } else {
+    m.port = m.server.bind_to_port(m.options.host, m.options.port) ? m.options.port : -1;
+  }
+  if (m.port <= 0) {
+    return UnavailableError("cannot listen for HTTP on " + m.options.host + ":" +
+                            std::to_string(m.options.port) + " (is the port taken?)");
+  }
+  m.running.store(true);
+  m.thread = std::thread([&m] { m.server.listen_after_bind(); });
+  return OkStatus();
+}
+
+int HttpFrontend::port() const { return impl_->port; }
+
+void HttpFrontend::Stop() {
+  Impl& m = *impl_;
+  if (!m.running.exchange(false)) return;
+  m.server.stop();
+  if (m.thread.joinable()) m.thread.join();
+}
+
+}  // namespace strata::server::http

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace strata::bench {
 
@@ -178,46 +179,38 @@ StatusOr<BenchConfig> ParseBenchFlags(int argc, const char* const* argv, bool* h
   return c;
 }
 
-void WriteConfigJson(const BenchConfig& c, JsonWriter& w) {
-  auto optional_number = [&](const char* key, const std::optional<double>& v) {
-    w.Key(key);
-    if (v) {
-      w.Number(*v);
-    } else {
-      w.Null();
-    }
+nlohmann::ordered_json ConfigJson(const BenchConfig& c) {
+  auto optional_number = [](const std::optional<double>& v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
   };
-  w.BeginObject();
-  w.Key("target").String(c.target);
-  w.Key("addr").String(c.target == "strata" ? c.addr : c.url);
-  w.Key("url").String(c.url);
-  w.Key("model").String(c.model);
-  w.Key("channels").Int(c.channels);
-  w.Key("concurrency").Int(c.EffectiveConcurrency());
-  w.Key("request_rate");
-  if (c.request_rate > 0) {
-    w.Number(c.request_rate);
-  } else {
-    w.Null();  // as fast as the concurrency allows
-  }
-  w.Key("burstiness").Number(c.burstiness);
-  w.Key("num_requests").Int(c.EffectiveNumRequests());
-  w.Key("duration_s").Number(c.duration_s);
-  w.Key("warmup_requests").Int(c.warmup_requests);
-  w.Key("prompt_tokens").String(c.prompt_tokens_text);
-  w.Key("output_tokens").String(c.output_tokens_text);
-  w.Key("dataset").String(c.dataset);
-  w.Key("token_ids").String(c.token_ids_text);
-  w.Key("seed").Int(static_cast<int64_t>(c.seed));
-  optional_number("slo_ttft_ms", c.slo.ttft_ms);
-  optional_number("slo_tpot_ms", c.slo.tpot_ms);
-  optional_number("slo_itl_ms", c.slo.itl_ms);
-  w.Key("max_errors").Int(c.max_errors);
-  w.Key("request_timeout_s").Number(c.request_timeout_s);
-  w.Key("wait_server_s").Number(c.wait_server_s);
-  w.Key("json").String(c.json_path);
-  w.Key("label").String(c.label);
-  w.EndObject();
+  nlohmann::ordered_json j;
+  j["target"] = c.target;
+  j["addr"] = c.target == "strata" ? c.addr : c.url;
+  j["url"] = c.url;
+  j["model"] = c.model;
+  j["channels"] = c.channels;
+  j["concurrency"] = c.EffectiveConcurrency();
+  // null: as fast as the concurrency allows
+  j["request_rate"] = optional_number(c.request_rate > 0 ? std::optional(c.request_rate)
+                                                         : std::nullopt);
+  j["burstiness"] = c.burstiness;
+  j["num_requests"] = c.EffectiveNumRequests();
+  j["duration_s"] = c.duration_s;
+  j["warmup_requests"] = c.warmup_requests;
+  j["prompt_tokens"] = c.prompt_tokens_text;
+  j["output_tokens"] = c.output_tokens_text;
+  j["dataset"] = c.dataset;
+  j["token_ids"] = c.token_ids_text;
+  j["seed"] = static_cast<int64_t>(c.seed);
+  j["slo_ttft_ms"] = optional_number(c.slo.ttft_ms);
+  j["slo_tpot_ms"] = optional_number(c.slo.tpot_ms);
+  j["slo_itl_ms"] = optional_number(c.slo.itl_ms);
+  j["max_errors"] = c.max_errors;
+  j["request_timeout_s"] = c.request_timeout_s;
+  j["wait_server_s"] = c.wait_server_s;
+  j["json"] = c.json_path;
+  j["label"] = c.label;
+  return j;
 }
 
 }  // namespace strata::bench

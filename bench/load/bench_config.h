@@ -5,12 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/load/bench_results.h"
-#include "bench/load/json_writer.h"
 #include "bench/load/workload.h"
 #include "strata/common/status.h"
 
@@ -57,7 +57,7 @@ extern const char kBenchUsage[];
 // an inconsistent combination. `*help` is set when --help was asked for.
 StatusOr<BenchConfig> ParseBenchFlags(int argc, const char* const* argv, bool* help);
 
-// Writes the "config" object (every flag value as used).
-void WriteConfigJson(const BenchConfig& config, JsonWriter& w);
+// The "config" object of the report: every flag value as used.
+nlohmann::ordered_json ConfigJson(const BenchConfig& config);
 
 }  // namespace strata::bench

@@ -4,32 +4,29 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench/load/json_value.h"
+#include "bench/load/json_fields.h"
 
 namespace strata::bench {
 
 namespace {
 
 StatusOr<RequestSpec> ParseEntry(std::string_view line, int64_t default_output_tokens) {
-  STRATA_ASSIGN_OR_RETURN(const google::protobuf::Struct object, ParseJsonObject(line));
-  const google::protobuf::Value* prompt = FindField(object, "prompt");
-  const google::protobuf::Value* ids = FindField(object, "prompt_token_ids");
+  STRATA_ASSIGN_OR_RETURN(const nlohmann::json object, ParseJsonObject(line));
+  const nlohmann::json* prompt = FindField(object, "prompt");
+  const nlohmann::json* ids = FindField(object, "prompt_token_ids");
   if ((prompt == nullptr) == (ids == nullptr)) {
     return InvalidArgumentError("needs exactly one of \"prompt\" and \"prompt_token_ids\"");
   }
   RequestSpec spec;
   if (prompt != nullptr) {
-    if (prompt->kind_case() != google::protobuf::Value::kStringValue) {
-      return InvalidArgumentError("\"prompt\" must be a string");
-    }
-    spec.prompt_text = prompt->string_value();
+    if (!prompt->is_string()) return InvalidArgumentError("\"prompt\" must be a string");
+    spec.prompt_text = AsString(prompt);
     spec.has_text = true;
   } else {
-    if (ids->kind_case() != google::protobuf::Value::kListValue ||
-        ids->list_value().values_size() == 0) {
+    if (!ids->is_array() || ids->empty()) {
       return InvalidArgumentError("\"prompt_token_ids\" must be a non-empty array of integers");
     }
-    for (const google::protobuf::Value& v : ids->list_value().values()) {
+    for (const nlohmann::json& v : *ids) {
       const std::optional<int64_t> id = AsInt(v);
       if (!id || *id < 0 || *id > INT32_MAX) {
         return InvalidArgumentError("\"prompt_token_ids\" must hold integers in [0, 2^31)");
@@ -38,7 +35,7 @@ StatusOr<RequestSpec> ParseEntry(std::string_view line, int64_t default_output_t
     }
   }
   spec.output_tokens = default_output_tokens;
-  if (const google::protobuf::Value* out = FindField(object, "output_tokens")) {
+  if (const nlohmann::json* out = FindField(object, "output_tokens")) {
     const std::optional<int64_t> n = AsInt(*out);
     if (!n || *n < 1) return InvalidArgumentError("\"output_tokens\" must be an integer >= 1");
     spec.output_tokens = *n;

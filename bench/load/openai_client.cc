@@ -1,9 +1,13 @@
 #include "bench/load/openai_client.h"
 
-#include <chrono>
+#include <httplib.h>
 
-#include "bench/load/json_value.h"
-#include "bench/load/json_writer.h"
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+
+#include "bench/load/json_fields.h"
 #include "bench/load/openai_stream.h"
 #include "bench/load/sse_parser.h"
 
@@ -11,13 +15,26 @@ namespace strata::bench {
 
 namespace {
 
-// A short class of `status` for the error counts.
+using Clock = TokenTimeline::Clock;
+
+constexpr size_t kMaxErrorBody = 512;  // bytes of a non-200 body kept for the message
+
+// A client for one exchange: its own connection, closed afterwards (see the header for why).
+std::unique_ptr<httplib::Client> MakeClient(const HttpUrl& url, double timeout_s) {
+  auto client = std::make_unique<httplib::Client>(url.host, url.port);
+  const auto sec = static_cast<time_t>(timeout_s);
+  const auto usec = static_cast<time_t>((timeout_s - std::floor(timeout_s)) * 1e6);
+  client->set_connection_timeout(sec, usec);
+  client->set_read_timeout(sec, usec);
+  client->set_write_timeout(sec, usec);
+  client->set_keep_alive(false);
+  client->set_default_headers({{"User-Agent", "strata-bench"}});
+  return client;
+}
+
+// A short class of a failed body callback's `status` for the error counts.
 std::string ErrorKind(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kUnavailable:
-      return "connect";
-    case StatusCode::kDeadlineExceeded:
-      return "timeout";
     case StatusCode::kDataLoss:
       return "protocol";
     case StatusCode::kInternal:
@@ -27,7 +44,53 @@ std::string ErrorKind(const Status& status) {
   }
 }
 
+// A short class of cpp-httplib's `error`; `waited_out`: the socket had been idle for the whole
+// time-out when it failed (cpp-httplib reports a read or write time-out as a plain Read/Write).
+std::string ErrorKind(httplib::Error error, bool waited_out) {
+  switch (error) {
+    case httplib::Error::Connection:
+    case httplib::Error::ConnectionTimeout:
+    case httplib::Error::BindIPAddress:
+      return "connect";
+    case httplib::Error::Read:
+      return waited_out ? "timeout" : "protocol";
+    case httplib::Error::Write:
+      return waited_out ? "timeout" : "io";
+    default:
+      return "io";
+  }
+}
+
 }  // namespace
+
+StatusOr<HttpUrl> ParseHttpUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    return InvalidArgumentError("URL must start with http://, got '" + std::string(url) + "'");
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  HttpUrl out;
+  if (slash != std::string_view::npos) out.path_prefix = std::string(rest.substr(slash));
+  while (!out.path_prefix.empty() && out.path_prefix.back() == '/') out.path_prefix.pop_back();
+  const size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos) {
+    const std::string_view port = authority.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
+    if (ec != std::errc() || end != port.data() + port.size() || out.port <= 0 ||
+        out.port > 65535) {
+      return InvalidArgumentError("bad port in URL '" + std::string(url) + "'");
+    }
+    authority = authority.substr(0, colon);
+  }
+  if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']') {
+    authority = authority.substr(1, authority.size() - 2);
+  }
+  if (authority.empty()) return InvalidArgumentError("no host in URL '" + std::string(url) + "'");
+  out.host = std::string(authority);
+  return out;
+}
 
 OpenAiClient::OpenAiClient(HttpUrl url, std::string model, double timeout_s)
     : url_(std::move(url)), model_(std::move(model)), timeout_s_(timeout_s) {}
@@ -42,24 +105,19 @@ OpenAiClient::~OpenAiClient() {
 }
 
 std::string OpenAiClient::RequestBody(const RequestSpec& spec, const std::string& model) {
-  JsonWriter w;
-  w.BeginObject();
-  if (!model.empty()) w.Key("model").String(model);
-  w.Key("prompt");
+  nlohmann::ordered_json body;
+  if (!model.empty()) body["model"] = model;
   if (spec.has_text) {
-    w.String(spec.prompt_text);
+    body["prompt"] = spec.prompt_text;
   } else {
-    w.BeginArray();
-    for (int32_t id : spec.prompt_token_ids) w.Int(id);
-    w.EndArray();
+    body["prompt"] = spec.prompt_token_ids;
   }
-  w.Key("max_tokens").Int(spec.output_tokens);
-  w.Key("stream").Bool(true);
-  w.Key("temperature").Number(0);
-  w.Key("ignore_eos").Bool(true);
-  w.Key("stream_options").BeginObject().Key("include_usage").Bool(true).EndObject();
-  w.EndObject();
-  return w.text();
+  body["max_tokens"] = spec.output_tokens;
+  body["stream"] = true;
+  body["temperature"] = 0;
+  body["ignore_eos"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  return JsonText(body);
 }
 
 void OpenAiClient::JoinFinished() {
@@ -91,36 +149,58 @@ void OpenAiClient::Start(int64_t index, const RequestSpec& spec, DoneCallback do
 }
 
 RequestResult OpenAiClient::Run(const RequestSpec& spec) const {
-  const std::string body = RequestBody(spec, model_);
+  const std::unique_ptr<httplib::Client> http = MakeClient(url_, timeout_s_);
   TokenTimeline timeline;
   OpenAiStream stream(&timeline);
   SseParser sse;
   int http_status = 0;
   std::string error_body;
   std::vector<std::string> events;
+  Status body_status;               // the first error found in the body; it stops the read
+  Clock::time_point last_activity;  // the last time bytes came (for telling time-outs apart)
+
+  httplib::Request request;
+  request.method = "POST";
+  request.path = url_.path_prefix + "/v1/completions";
+  request.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
+  request.body = RequestBody(spec, model_);
+  request.response_handler = [&](const httplib::Response& response) {
+    last_activity = Clock::now();
+    http_status = response.status;
+    return true;
+  };
+  // Called as each piece of the (de-chunked) body arrives: its events are stamped now.
+  request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    const Clock::time_point now = Clock::now();
+    last_activity = now;
+    if (http_status != 200) {
+      error_body.append(data, std::min(size, kMaxErrorBody - error_body.size()));
+      return true;
+    }
+    events.clear();
+    body_status = sse.Feed(std::string_view(data, size), &events);
+    for (size_t i = 0; body_status.ok() && i < events.size(); ++i) {
+      body_status = stream.OnEvent(events[i], now);
+    }
+    return body_status.ok();
+  };
+
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
   timeline.MarkSent();
-  const Status status = HttpPostStream(
-      url_, "/v1/completions", body, timeout_s_,
-      [&](int code) {
-        http_status = code;
-        return OkStatus();
-      },
-      [&](std::string_view piece) -> Status {
-        const auto now = TokenTimeline::Clock::now();
-        if (http_status != 200) {
-          error_body.append(piece.substr(0, 512));
-          return OkStatus();
-        }
-        events.clear();
-        STRATA_RETURN_IF_ERROR(sse.Feed(piece, &events));
-        for (const std::string& event : events) STRATA_RETURN_IF_ERROR(stream.OnEvent(event, now));
-        return OkStatus();
-      });
-  const auto end = TokenTimeline::Clock::now();
+  last_activity = timeline.sent();
+  const bool sent = http->send(request, response, error);
+  const Clock::time_point end = Clock::now();
+
   RequestResult result;
-  if (!status.ok()) {
-    result.error_kind = ErrorKind(status);
-    result.error_message = status.ToString();
+  if (!body_status.ok()) {
+    result.error_kind = ErrorKind(body_status);
+    result.error_message = body_status.ToString();
+  } else if (!sent) {
+    const bool waited_out = end - last_activity >= std::chrono::duration<double>(timeout_s_);
+    result.error_kind = ErrorKind(error, waited_out);
+    result.error_message = "POST " + request.path + ": " + httplib::to_string(error) +
+                           (waited_out ? " (no data for the request time-out)" : "");
   } else if (http_status != 200) {
     result.error_kind = "http_" + std::to_string(http_status);
     result.error_message = "HTTP " + std::to_string(http_status) + ": " + error_body.substr(0, 300);
@@ -140,22 +220,25 @@ RequestResult OpenAiClient::Run(const RequestSpec& spec) const {
 StatusOr<std::string> OpenAiClient::ServerInfoJson(double wait_s) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(std::max(wait_s, 0.0));
+  const std::unique_ptr<httplib::Client> http = MakeClient(url_, std::min(timeout_s_, 30.0));
+  const httplib::Headers headers = {{"Accept", "application/json"}};
   while (true) {
     Status last;
     bool retry = false;
     for (const char* path : {"/props", "/v1/models"}) {
-      StatusOr<HttpResponse> response = HttpGet(url_, path, std::min(timeout_s_, 30.0));
-      if (!response.ok()) {
-        last = response.status();
+      const httplib::Result response = http->Get(url_.path_prefix + path, headers);
+      if (!response) {
+        last = UnavailableError("GET " + std::string(path) + ": " +
+                                httplib::to_string(response.error()));
         retry = true;
         break;
       }
-      if (response->status_code == 503) {  // llama-server while loading the model
+      if (response->status == 503) {  // llama-server while loading the model
         last = UnavailableError("GET " + std::string(path) + ": HTTP 503 (still loading?)");
         retry = true;
         break;
       }
-      if (response->status_code == 200 && ParseJsonObject(response->body).ok()) {
+      if (response->status == 200 && ParseJsonObject(response->body).ok()) {
         return response->body;
       }
     }

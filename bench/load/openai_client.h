@@ -1,9 +1,20 @@
-// OpenAiClient: the `--target openai` client — streaming POST /v1/completions over the bench's
-// own HTTP/1.1 client, one connection and one thread per request in flight.
+// OpenAiClient: the `--target openai` client — streaming POST /v1/completions through
+// cpp-httplib, one connection and one thread per request in flight.
 //
 // Request body: {"model"?, "prompt": [token ids] or "text", "max_tokens": N, "stream": true,
 // "temperature": 0, "ignore_eos": true, "stream_options": {"include_usage": true}}.
-// Measurements follow OpenAiStream's rules; TTFT and gaps are timed here, client side.
+// The body's bytes go to SseParser as they arrive and each event to OpenAiStream, stamped with
+// the time its bytes were received (TTFT and gaps are timed here, client side).
+//
+// Connections: each request opens its own ("Connection: close"), as llama-server and
+// strata-server serve a kept-alive connection on one pool thread until it closes: with more
+// requests in flight than server threads, reused connections would be served again and again
+// while new ones wait in the server's queue, which skews TTFT.
+//
+// Errors (RequestResult::error_kind): "connect" (no connection), "timeout" (the connect or one
+// socket wait outlasted `timeout_s`), "protocol" (malformed HTTP or SSE, a response cut short,
+// a stream without events), "server_error" (an event carrying "error"), "http_NNN" (a status
+// other than 200; the message quotes the start of the body), "io" (anything else).
 //
 // Thread rules: Start from one thread (the runner's); `done` runs on the request's own thread.
 // The destructor joins every request thread, so it waits for requests in flight.
@@ -12,22 +23,33 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
-#include "bench/load/http_client.h"
 #include "bench/load/target_client.h"
 
 namespace strata::bench {
 
+// "http://HOST[:PORT][/PREFIX]" (port 80 by default; a trailing "/" of the prefix dropped).
+struct HttpUrl {
+  std::string host;
+  int port = 80;
+  std::string path_prefix;  // "" or "/something"
+};
+
+// kInvalidArgument for another scheme, a bad port or no host.
+StatusOr<HttpUrl> ParseHttpUrl(std::string_view url);
+
 class OpenAiClient : public TargetClient {
  public:
-  // `model`: sent as "model" when not empty; `timeout_s` bounds each socket wait.
+  // `model`: sent as "model" when not empty; `timeout_s` bounds the connect and each socket
+  // wait, not the whole exchange.
   OpenAiClient(HttpUrl url, std::string model, double timeout_s);
   ~OpenAiClient() override;
 
   void Start(int64_t index, const RequestSpec& spec, DoneCallback done) override;
-  // GET /props (llama.cpp), else GET /v1/models; "{}" when neither answers with JSON.
+  // GET /props (llama.cpp), else GET /v1/models; "{}" when neither answers with a JSON object.
   StatusOr<std::string> ServerInfoJson(double wait_s) override;
 
   // The JSON body of a request (exposed for tests).

@@ -3,7 +3,7 @@
 #include <cstdarg>
 #include <fstream>
 
-#include "bench/load/json_writer.h"
+#include "bench/load/json_fields.h"
 
 namespace strata::bench {
 
@@ -19,23 +19,19 @@ void Appendf(std::string* out, const char* format, ...) {
   *out += buffer;
 }
 
-void WriteSummary(const Summary& s, JsonWriter& w) {
-  w.BeginObject();
-  w.Key("count").Int(s.count);
+// {"count", "mean", "p50", "p90", "p95", "p99", "max"}; the numbers null when count is 0.
+nlohmann::ordered_json SummaryJson(const Summary& s) {
+  nlohmann::ordered_json j;
+  j["count"] = s.count;
   for (const auto& [key, value] : {std::pair<const char*, double>{"mean", s.mean},
                                    {"p50", s.p50},
                                    {"p90", s.p90},
                                    {"p95", s.p95},
                                    {"p99", s.p99},
                                    {"max", s.max}}) {
-    w.Key(key);
-    if (s.count > 0) {
-      w.Number(value);
-    } else {
-      w.Null();
-    }
+    j[key] = s.count > 0 ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
   }
-  w.EndObject();
+  return j;
 }
 
 void TableRow(std::string* out, const char* name, const Summary& s) {
@@ -45,14 +41,6 @@ void TableRow(std::string* out, const char* name, const Summary& s) {
   }
   Appendf(out, "%-10s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f\n", name, s.mean, s.p50, s.p90,
           s.p95, s.p99, s.max);
-}
-
-// One line of JSON: raw newlines (legal only between tokens) become spaces.
-std::string OneLine(std::string json) {
-  for (char& c : json) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return json;
 }
 
 }  // namespace
@@ -103,40 +91,38 @@ std::string FormatTable(const BenchConfig& config, const BenchResults& r,
 
 std::string FormatJsonLine(const BenchConfig& config, const std::string& server_json,
                            const BenchResults& r, const LoadOutcome& outcome) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("label").String(config.label);
-  w.Key("config");
-  WriteConfigJson(config, w);
-  w.Key("server").Raw(OneLine(server_json.empty() ? "{}" : server_json));
-  w.Key("results").BeginObject();
-  w.Key("duration_s").Number(r.duration_s);
-  w.Key("completed").Int(r.completed);
-  w.Key("errors").Int(r.errors);
-  w.Key("errors_by_kind").BeginObject();
-  for (const auto& [kind, n] : r.errors_by_kind) w.Key(kind).Int(n);
-  w.EndObject();
-  w.Key("output_length_mismatches").Int(r.output_length_mismatches);
-  w.Key("stopped_early").Bool(outcome.stopped_early);
-  w.Key("stop_reason").String(outcome.stop_reason);
-  w.Key("first_error").String(outcome.first_error);
-  w.Key("total_prompt_tokens").Int(r.total_prompt_tokens);
-  w.Key("total_output_tokens").Int(r.total_output_tokens);
-  w.Key("requests_per_s").Number(r.requests_per_s);
-  w.Key("output_tokens_per_s").Number(r.output_tokens_per_s);
-  w.Key("total_tokens_per_s").Number(r.total_tokens_per_s);
-  w.Key("goodput_requests_per_s").Number(r.goodput_requests_per_s);
-  w.Key("ttft_ms");
-  WriteSummary(r.ttft_ms, w);
-  w.Key("itl_ms");
-  WriteSummary(r.itl_ms, w);
-  w.Key("tpot_ms");
-  WriteSummary(r.tpot_ms, w);
-  w.Key("e2e_ms");
-  WriteSummary(r.e2e_ms, w);
-  w.EndObject();
-  w.EndObject();
-  return w.text();
+  nlohmann::ordered_json server = nlohmann::ordered_json::parse(server_json, /*cb=*/nullptr,
+                                                                /*allow_exceptions=*/false);
+  if (!server.is_object()) server = nlohmann::ordered_json::object();
+  nlohmann::ordered_json errors_by_kind = nlohmann::ordered_json::object();
+  for (const auto& [kind, n] : r.errors_by_kind) errors_by_kind[kind] = n;
+
+  nlohmann::ordered_json results;
+  results["duration_s"] = r.duration_s;
+  results["completed"] = r.completed;
+  results["errors"] = r.errors;
+  results["errors_by_kind"] = std::move(errors_by_kind);
+  results["output_length_mismatches"] = r.output_length_mismatches;
+  results["stopped_early"] = outcome.stopped_early;
+  results["stop_reason"] = outcome.stop_reason;
+  results["first_error"] = outcome.first_error;
+  results["total_prompt_tokens"] = r.total_prompt_tokens;
+  results["total_output_tokens"] = r.total_output_tokens;
+  results["requests_per_s"] = r.requests_per_s;
+  results["output_tokens_per_s"] = r.output_tokens_per_s;
+  results["total_tokens_per_s"] = r.total_tokens_per_s;
+  results["goodput_requests_per_s"] = r.goodput_requests_per_s;
+  results["ttft_ms"] = SummaryJson(r.ttft_ms);
+  results["itl_ms"] = SummaryJson(r.itl_ms);
+  results["tpot_ms"] = SummaryJson(r.tpot_ms);
+  results["e2e_ms"] = SummaryJson(r.e2e_ms);
+
+  nlohmann::ordered_json line;
+  line["label"] = config.label;
+  line["config"] = ConfigJson(config);
+  line["server"] = std::move(server);
+  line["results"] = std::move(results);
+  return JsonText(line);
 }
 
 Status AppendJsonLine(const std::string& path, const std::string& line) {

@@ -23,7 +23,8 @@ namespace strata::bench {
 std::string FormatTable(const BenchConfig& config, const BenchResults& results,
                         const LoadOutcome& outcome);
 
-// The JSON line (no trailing newline). `server_json` must be one JSON object's text.
+// The JSON line (no trailing newline; invalid UTF-8 in a string becomes U+FFFD). `server_json`
+// is embedded as parsed; text that is not one JSON object becomes {}.
 std::string FormatJsonLine(const BenchConfig& config, const std::string& server_json,
                            const BenchResults& results, const LoadOutcome& outcome);
 

@@ -10,7 +10,6 @@
 #include "bench/load/bench_config.h"
 #include "bench/load/bench_results.h"
 #include "bench/load/dataset.h"
-#include "bench/load/http_client.h"
 #include "bench/load/load_runner.h"
 #include "bench/load/openai_client.h"
 #include "bench/load/report.h"

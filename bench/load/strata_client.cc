@@ -3,7 +3,7 @@
 #include <chrono>
 #include <thread>
 
-#include "bench/load/json_writer.h"
+#include "bench/load/json_fields.h"
 #include "bench/load/token_timeline.h"
 
 namespace strata::bench {
@@ -118,23 +118,21 @@ StatusOr<std::string> StrataClient::ServerInfoJson(double wait_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   vocab_size_ = info.vocab_size();
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("name").String(info.name());
-  w.Key("architecture").String(info.architecture());
-  w.Key("parameters").Int(info.parameters());
-  w.Key("quantization").String(info.quantization());
-  w.Key("context_length").Int(info.context_length());
-  w.Key("vocab_size").Int(info.vocab_size());
-  w.Key("chat_template").String(info.chat_template());
-  w.Key("max_batch_size").Int(info.max_batch_size());
-  w.Key("max_batched_tokens").Int(info.max_batched_tokens());
-  w.Key("kv_cache_tokens").Int(info.kv_cache_tokens());
-  w.Key("max_queued_requests").Int(info.max_queued_requests());
-  w.Key("backend").String(info.backend());
-  w.Key("version").String(info.version());
-  w.EndObject();
-  return w.text();
+  nlohmann::ordered_json j;
+  j["name"] = info.name();
+  j["architecture"] = info.architecture();
+  j["parameters"] = info.parameters();
+  j["quantization"] = info.quantization();
+  j["context_length"] = info.context_length();
+  j["vocab_size"] = info.vocab_size();
+  j["chat_template"] = info.chat_template();
+  j["max_batch_size"] = info.max_batch_size();
+  j["max_batched_tokens"] = info.max_batched_tokens();
+  j["kv_cache_tokens"] = info.kv_cache_tokens();
+  j["max_queued_requests"] = info.max_queued_requests();
+  j["backend"] = info.backend();
+  j["version"] = info.version();
+  return JsonText(j);
 }
 
 }  // namespace strata::bench

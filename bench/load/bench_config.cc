@@ -16,7 +16,8 @@ const char kBenchUsage[] =
     "  --addr HOST:PORT             strata's gRPC address (default 127.0.0.1:50051)\n"
     "  --channels N                 gRPC channels (connections) to spread calls over (1)\n"
     "  --url http://HOST:PORT       the OpenAI-style server (default http://127.0.0.1:8080)\n"
-    "  --model NAME                 \"model\" field for openai (default: none)\n"
+    "  --model NAME                 \"model\" field for openai (default: none, or the first\n"
+    "                               of GET /v1/models when the server has no /props)\n"
     "load:\n"
     "  --concurrency N              requests in flight (closed loop; default 1). With\n"
     "                               --request-rate: a cap on requests in flight (default none)\n"
@@ -191,8 +192,8 @@ nlohmann::ordered_json ConfigJson(const BenchConfig& c) {
   j["channels"] = c.channels;
   j["concurrency"] = c.EffectiveConcurrency();
   // null: as fast as the concurrency allows
-  j["request_rate"] = optional_number(c.request_rate > 0 ? std::optional(c.request_rate)
-                                                         : std::nullopt);
+  j["request_rate"] =
+      optional_number(c.request_rate > 0 ? std::optional(c.request_rate) : std::nullopt);
   j["burstiness"] = c.burstiness;
   j["num_requests"] = c.EffectiveNumRequests();
   j["duration_s"] = c.duration_s;

@@ -28,6 +28,9 @@ std::unique_ptr<httplib::Client> MakeClient(const HttpUrl& url, double timeout_s
   client->set_read_timeout(sec, usec);
   client->set_write_timeout(sec, usec);
   client->set_keep_alive(false);
+  // The request goes out as two writes (head, body): without this, Nagle's algorithm could hold
+  // the body back until the head is acknowledged, adding a delayed ACK to TTFT.
+  client->set_tcp_nodelay(true);
   client->set_default_headers({{"User-Agent", "strata-bench"}});
   return client;
 }
@@ -58,6 +61,21 @@ std::string ErrorKind(httplib::Error error, bool waited_out) {
       return waited_out ? "timeout" : "io";
     default:
       return "io";
+  }
+}
+
+// `error` in words (cpp-httplib's own names are one word: "Read").
+std::string Describe(httplib::Error error, const HttpUrl& url) {
+  switch (error) {
+    case httplib::Error::Connection:
+    case httplib::Error::ConnectionTimeout:
+      return "cannot connect to " + url.host + ":" + std::to_string(url.port);
+    case httplib::Error::Read:
+      return "reading the response failed (connection closed, response malformed or cut short)";
+    case httplib::Error::Write:
+      return "sending the request failed";
+    default:
+      return "HTTP client error " + httplib::to_string(error);
   }
 }
 
@@ -199,7 +217,7 @@ RequestResult OpenAiClient::Run(const RequestSpec& spec) const {
   } else if (!sent) {
     const bool waited_out = end - last_activity >= std::chrono::duration<double>(timeout_s_);
     result.error_kind = ErrorKind(error, waited_out);
-    result.error_message = "POST " + request.path + ": " + httplib::to_string(error) +
+    result.error_message = "POST " + request.path + ": " + Describe(error, url_) +
                            (waited_out ? " (no data for the request time-out)" : "");
   } else if (http_status != 200) {
     result.error_kind = "http_" + std::to_string(http_status);
@@ -228,8 +246,8 @@ StatusOr<std::string> OpenAiClient::ServerInfoJson(double wait_s) {
     for (const char* path : {"/props", "/v1/models"}) {
       const httplib::Result response = http->Get(url_.path_prefix + path, headers);
       if (!response) {
-        last = UnavailableError("GET " + std::string(path) + ": " +
-                                httplib::to_string(response.error()));
+        last =
+            UnavailableError("GET " + std::string(path) + ": " + Describe(response.error(), url_));
         retry = true;
         break;
       }
@@ -238,9 +256,18 @@ StatusOr<std::string> OpenAiClient::ServerInfoJson(double wait_s) {
         retry = true;
         break;
       }
-      if (response->status == 200 && ParseJsonObject(response->body).ok()) {
-        return response->body;
+      if (response->status != 200) continue;
+      const StatusOr<nlohmann::json> info = ParseJsonObject(response->body);
+      if (!info.ok()) continue;
+      if (model_.empty() && std::string_view(path) == "/v1/models") {
+        // A server without /props (strata-server, vLLM) may require "model": use the first
+        // one it lists.
+        const nlohmann::json* data = FindField(*info, "data");
+        if (data != nullptr && data->is_array() && !data->empty()) {
+          model_ = std::string(AsString(FindField(data->front(), "id")));
+        }
       }
+      return response->body;
     }
     if (!retry) return std::string("{}");
     if (std::chrono::steady_clock::now() >= deadline) return last;

@@ -43,13 +43,15 @@ StatusOr<HttpUrl> ParseHttpUrl(std::string_view url);
 
 class OpenAiClient : public TargetClient {
  public:
-  // `model`: sent as "model" when not empty; `timeout_s` bounds the connect and each socket
-  // wait, not the whole exchange.
+  // `model`: sent as "model" when not empty (see ServerInfoJson); `timeout_s` bounds the connect
+  // and each socket wait, not the whole exchange.
   OpenAiClient(HttpUrl url, std::string model, double timeout_s);
   ~OpenAiClient() override;
 
   void Start(int64_t index, const RequestSpec& spec, DoneCallback done) override;
   // GET /props (llama.cpp), else GET /v1/models; "{}" when neither answers with a JSON object.
+  // Without a `model`, requests then name the first model /v1/models lists (strata-server
+  // requires one). Call it before the first Start.
   StatusOr<std::string> ServerInfoJson(double wait_s) override;
 
   // The JSON body of a request (exposed for tests).

@@ -19,14 +19,13 @@
 #include <thread>
 #include <vector>
 
-#include "bench/load/json_value.h"
+#include "bench/load/json_fields.h"
 
 extern char** environ;
 
 namespace {
 
-using google::protobuf::Struct;
-using google::protobuf::Value;
+using Json = nlohmann::json;
 
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -72,13 +71,13 @@ class StrataBench : public ::testing::Test {
     std::filesystem::remove_all(dir_, ignored);
   }
 
-  // Starts strata-server on port 0; its gRPC port, or 0.
-  int StartServer() {
+  // Starts strata-server on port 0; its gRPC port (and *http_port), or 0.
+  int StartServer(int* http_port = nullptr) {
     const std::string port_file = (dir_ / "ports.json").string();
-    server_pid_ = Spawn({STRATA_SERVER_BINARY, "--model", STRATA_MODEL_FILE, "--grpc-port", "0",
-                         "--metrics-port", "0", "--http-port", "0", "--threads", "2",
-                         "--port-file", port_file},
-                        (dir_ / "server.log").string());
+    server_pid_ = Spawn(
+        {STRATA_SERVER_BINARY, "--model", STRATA_MODEL_FILE, "--grpc-port", "0", "--metrics-port",
+         "0", "--http-port", "0", "--threads", "2", "--port-file", port_file},
+        (dir_ / "server.log").string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (server_pid_ > 0 && std::chrono::steady_clock::now() < deadline) {
       // Parsed by hand: std::regex trips GCC 12's warnings under the sanitizers.
@@ -86,6 +85,11 @@ class StrataBench : public ::testing::Test {
       const std::string key = "\"grpc_port\": ";
       const size_t at = text.find(key);
       if (at != std::string::npos && text.find('}') != std::string::npos) {
+        if (http_port != nullptr) {
+          const std::string http_key = "\"http_port\": ";
+          const size_t h = text.find(http_key);
+          *http_port = h == std::string::npos ? 0 : std::atoi(text.c_str() + h + http_key.size());
+        }
         return std::atoi(text.c_str() + at + key.size());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -104,12 +108,12 @@ class StrataBench : public ::testing::Test {
   pid_t server_pid_ = -1;
 };
 
-const Struct& Object(const Struct& parent, const std::string& key) {
-  return parent.fields().at(key).struct_value();
-}
+const Json& Object(const Json& parent, const std::string& key) { return parent.at(key); }
 
-double Number(const Struct& parent, const std::string& key) {
-  return parent.fields().at(key).number_value();
+double Number(const Json& parent, const std::string& key) { return parent.at(key).get<double>(); }
+
+std::string Text(const Json& parent, const std::string& key) {
+  return parent.at(key).get<std::string>();
 }
 
 TEST_F(StrataBench, ClosedLoopRunReportsEveryRequestAndOrderedPercentiles) {
@@ -127,16 +131,16 @@ TEST_F(StrataBench, ClosedLoopRunReportsEveryRequestAndOrderedPercentiles) {
   ASSERT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;  // one line per run
   const auto line = strata::bench::ParseJsonObject(text);
   ASSERT_TRUE(line.ok()) << line.status().ToString() << "\n" << text;
-  EXPECT_EQ(line->fields().at("label").string_value(), "it");
-  const Struct& config = Object(*line, "config");
-  EXPECT_EQ(config.fields().at("target").string_value(), "strata");
+  EXPECT_EQ(Text(*line, "label"), "it");
+  const Json& config = Object(*line, "config");
+  EXPECT_EQ(Text(config, "target"), "strata");
   EXPECT_EQ(Number(config, "concurrency"), 4);
   EXPECT_EQ(Number(config, "num_requests"), 8);
-  const Struct& server = Object(*line, "server");
+  const Json& server = Object(*line, "server");
   EXPECT_GT(Number(server, "vocab_size"), 0);
-  EXPECT_EQ(server.fields().at("architecture").string_value(), "gemma3");
+  EXPECT_EQ(Text(server, "architecture"), "gemma3");
 
-  const Struct& results = Object(*line, "results");
+  const Json& results = Object(*line, "results");
   EXPECT_EQ(Number(results, "completed"), 8);
   EXPECT_EQ(Number(results, "errors"), 0);
   EXPECT_EQ(Number(results, "output_length_mismatches"), 0);
@@ -148,7 +152,7 @@ TEST_F(StrataBench, ClosedLoopRunReportsEveryRequestAndOrderedPercentiles) {
   EXPECT_NEAR(Number(results, "total_tokens_per_s"),
               Number(results, "output_tokens_per_s") * (16 + 32) / 16.0, 1e-6);
   for (const char* metric : {"ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"}) {
-    const Struct& s = Object(results, metric);
+    const Json& s = Object(results, metric);
     EXPECT_GT(Number(s, "p50"), 0) << metric;
     EXPECT_LE(Number(s, "p50"), Number(s, "p90")) << metric;
     EXPECT_LE(Number(s, "p90"), Number(s, "p95")) << metric;
@@ -179,12 +183,36 @@ TEST_F(StrataBench, ServerErrorsAreCountedByKindAndStopTheRun) {
   EXPECT_EQ(rc, 3) << ReadFile(dir_ / "bench.log");
   const auto line = strata::bench::ParseJsonObject(ReadFile(json));
   ASSERT_TRUE(line.ok());
-  const Struct& results = Object(*line, "results");
+  const Json& results = Object(*line, "results");
   EXPECT_EQ(Number(results, "completed"), 0);
   EXPECT_EQ(Number(results, "errors"), 3);
   EXPECT_EQ(Number(Object(results, "errors_by_kind"), "INVALID_ARGUMENT"), 3);
-  EXPECT_TRUE(results.fields().at("stopped_early").bool_value());
-  EXPECT_EQ(Object(results, "ttft_ms").fields().at("p50").kind_case(), Value::kNullValue);
+  EXPECT_TRUE(results.at("stopped_early").get<bool>());
+  EXPECT_TRUE(Object(results, "ttft_ms").at("p50").is_null());
+}
+
+// The OpenAI target against Strata's own HTTP API: streamed completions timed token by token,
+// the same counts as over gRPC.
+TEST_F(StrataBench, OpenAiTargetDrivesStratasHttpApi) {
+  int http_port = 0;
+  ASSERT_GT(StartServer(&http_port), 0) << ReadFile(dir_ / "server.log");
+  ASSERT_GT(http_port, 0) << ReadFile(dir_ / "ports.json");
+  const std::string json = (dir_ / "openai.jsonl").string();
+  const int rc =
+      RunBench({"--target", "openai", "--url", "http://127.0.0.1:" + std::to_string(http_port),
+                "--concurrency", "4", "--num-requests", "8", "--prompt-tokens", "32",
+                "--output-tokens", "16", "--wait-server", "60", "--json", json});
+  ASSERT_EQ(rc, 0) << ReadFile(dir_ / "bench.log");
+  const auto line = strata::bench::ParseJsonObject(ReadFile(json));
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_EQ(Text(Object(*line, "config"), "target"), "openai");
+  const Json& results = Object(*line, "results");
+  EXPECT_EQ(Number(results, "completed"), 8);
+  EXPECT_EQ(Number(results, "errors"), 0);
+  EXPECT_EQ(Number(results, "output_length_mismatches"), 0);
+  EXPECT_EQ(Number(results, "total_output_tokens"), 16 * 8);
+  EXPECT_GT(Number(Object(results, "itl_ms"), "count"), 0);
+  EXPECT_GT(Number(Object(results, "ttft_ms"), "p50"), 0);
 }
 
 }  // namespace

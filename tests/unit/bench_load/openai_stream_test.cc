@@ -2,9 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include "bench/load/http_response_parser.h"
-#include "bench/load/json_value.h"
-#include "bench/load/openai_client.h"
 #include "bench/load/sse_parser.h"
 #include "unit/bench_load/http_stream_fixture.h"
 
@@ -37,20 +34,17 @@ TEST(OpenAiStream, CountsOneTokenPerTextEventAndKeepsTheServerUsage) {
   EXPECT_NEAR(r.itl_s[2], 0.010, 1e-9);
 }
 
-TEST(OpenAiStream, WholeResponseSplitAnywhereGivesTheSameTokens) {
-  const std::string response = testing::LlamaServerResponse();
-  for (size_t split = 0; split <= response.size(); split += 1) {
-    HttpResponseParser http;
+TEST(OpenAiStream, EventStreamSplitAnywhereGivesTheSameTokens) {
+  const std::string body = testing::LlamaServerBody();
+  for (size_t split = 0; split <= body.size(); ++split) {
     SseParser sse;
     TokenTimeline timeline;
     timeline.MarkSent(Clock::now());
     OpenAiStream stream(&timeline);
     for (std::string_view part :
-         {std::string_view(response).substr(0, split), std::string_view(response).substr(split)}) {
-      std::string body;
+         {std::string_view(body).substr(0, split), std::string_view(body).substr(split)}) {
       std::vector<std::string> events;
-      ASSERT_TRUE(http.Feed(part, &body).ok());
-      ASSERT_TRUE(sse.Feed(body, &events).ok());
+      ASSERT_TRUE(sse.Feed(part, &events).ok());
       for (const std::string& e : events) ASSERT_TRUE(stream.OnEvent(e, Clock::now()).ok());
     }
     EXPECT_TRUE(stream.done()) << split;
@@ -89,29 +83,6 @@ TEST(OpenAiStream, MalformedOrErrorEventsAreErrorsNotCrashes) {
   EXPECT_TRUE(stream.OnEvent(R"({"choices":[]})", Clock::now()).ok());
   EXPECT_TRUE(stream.OnEvent(R"({"choices":[3],"usage":"x"})", Clock::now()).ok());
   EXPECT_EQ(timeline.tokens(), 0);
-}
-
-TEST(OpenAiClient, RequestBodyAsksForGreedyIgnoreEosTokenIds) {
-  RequestSpec spec;
-  spec.prompt_token_ids = {11, 22, 33};
-  spec.output_tokens = 16;
-  const auto body = ParseJsonObject(OpenAiClient::RequestBody(spec, "m"));
-  ASSERT_TRUE(body.ok());
-  const auto& f = body->fields();
-  EXPECT_EQ(f.at("model").string_value(), "m");
-  ASSERT_EQ(f.at("prompt").list_value().values_size(), 3);
-  EXPECT_EQ(f.at("prompt").list_value().values(2).number_value(), 33);
-  EXPECT_EQ(f.at("max_tokens").number_value(), 16);
-  EXPECT_TRUE(f.at("stream").bool_value());
-  EXPECT_TRUE(f.at("ignore_eos").bool_value());
-  EXPECT_EQ(f.at("temperature").number_value(), 0);
-
-  spec.has_text = true;
-  spec.prompt_text = "say \"hi\"\n";
-  const auto text_body = ParseJsonObject(OpenAiClient::RequestBody(spec, ""));
-  ASSERT_TRUE(text_body.ok());
-  EXPECT_EQ(text_body->fields().at("prompt").string_value(), "say \"hi\"\n");
-  EXPECT_EQ(text_body->fields().count("model"), 0u);
 }
 
 }  // namespace

@@ -266,9 +266,19 @@ int RunServer(const ServerConfig& config) {
        {"grace_seconds", std::to_string(config.drain_grace_seconds)}});
   SetHealth(server.get(), false);
   state.BeginDrain();
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(config.drain_grace_seconds));
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(config.drain_grace_seconds));
+  const Clock::time_point deadline = Clock::now() + grace;
+  // gRPC stops taking calls at once: its listener closes and every connection gets GOAWAY, so a
+  // balancer in front (nginx, a Kubernetes Service) opens its next call elsewhere instead of
+  // getting UNAVAILABLE inside an HTTP/2 response it cannot retry. Calls in flight go on; the
+  // engine's stop below ends whatever the grace leaves. (HTTP keeps listening and answers 503,
+  // which balancers do retry, so /health tells the drain.)
+  const auto grpc_deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(grace) +
+      std::chrono::seconds(5);
+  std::thread grpc_shutdown([&server, grpc_deadline] { server->Shutdown(grpc_deadline); });
   bool cut_short = false;
   while (state.in_flight() > 0 && Clock::now() < deadline) {
     if (WaitForSignal(signals, std::chrono::milliseconds(10)) != 0) {
@@ -284,7 +294,7 @@ int RunServer(const ServerConfig& config) {
         {{"in_flight", std::to_string(left)}});
   }
   engine.Stop();  // ends what is left; their calls complete UNAVAILABLE
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc_shutdown.join();
   server->Wait();
   if (http_frontend) http_frontend->Stop();
   Log(LogLevel::kInfo, "stopped", {});

@@ -88,7 +88,8 @@ def start_strata(args, batch: int, ctx_per_seq: int, work: Path) -> Running:
     # budget is sized generously from the file instead of hard-coding the model.
     kv_bytes = max(64 << 20, kv_tokens * 20 * 1024)
     cmd = [str(args.build / "src/tools/strata-server"), "--model", str(args.model),
-           "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0", "--port-file", str(port_file),
+           "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0",
+           "--port-file", str(port_file),
            "--threads", str(args.threads), "--max-batch-size", str(batch),
            "--kv-budget-bytes", str(kv_bytes), "--max-queued-requests", "4096",
            "--log-level", "warn", *args.strata_flags.split()]

@@ -65,6 +65,7 @@ class Server:
         ports = json.loads(port_file.read_text())
         self.grpc_port = ports["grpc_port"]
         self.metrics_port = ports["metrics_port"]
+        self.http_port = ports.get("http_port")
 
     def log_tail(self, n=6):
         try:
@@ -211,13 +212,19 @@ def streams(calls, pb, vocab, n, max_tokens):
     return results, time.monotonic() - t0
 
 
-def bench(bin_dir, server, concurrency, requests, prompt_tokens, output_tokens, vocab):
+def bench(bin_dir, server, concurrency, requests, prompt_tokens, output_tokens, vocab,
+          transport="grpc", seed=0):
+    """strata-bench over gRPC or the OpenAI HTTP API; `seed` picks the prompts (a run with its
+    own seed is not served from another run's prefix-cache hits)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         json_path = f.name
-    cmd = [str(bin_dir / "strata-bench"), "--target", "strata", "--addr",
-           f"127.0.0.1:{server.grpc_port}", "--concurrency", str(concurrency), "--num-requests",
-           str(requests), "--prompt-tokens", str(prompt_tokens), "--output-tokens",
-           str(output_tokens), "--token-ids", f"{min(1000, vocab // 4)}:{min(vocab - 1, 29999)}", "--json", json_path]
+    target = (["--target", "strata", "--addr", f"127.0.0.1:{server.grpc_port}"]
+              if transport == "grpc" else
+              ["--target", "openai", "--url", f"http://127.0.0.1:{server.http_port}"])
+    cmd = [str(bin_dir / "strata-bench"), *target, "--concurrency", str(concurrency),
+           "--num-requests", str(requests), "--prompt-tokens", str(prompt_tokens),
+           "--output-tokens", str(output_tokens), "--seed", str(seed),
+           "--token-ids", f"{min(1000, vocab // 4)}:{min(vocab - 1, 29999)}", "--json", json_path]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     lines = [json.loads(l) for l in Path(json_path).read_text().splitlines() if l.strip()] \
         if Path(json_path).exists() else []
@@ -243,6 +250,8 @@ def main():
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--stream-tokens", type=int, default=32)
     ap.add_argument("--bench-concurrency", default="1,16,64")
+    ap.add_argument("--transport-concurrency", default="16,64",
+                    help="gRPC and HTTP runs side by side at these concurrencies")
     ap.add_argument("--bench-requests", type=int, default=0, help="0: 2 x concurrency, >= 8")
     ap.add_argument("--bench-prompt-tokens", type=int, default=128)
     ap.add_argument("--bench-output-tokens", type=int, default=64)
@@ -309,6 +318,24 @@ def main():
                     continue
                 r = lines[-1]
                 record(step, True, summarize(r), bench=r)
+            except Exception as e:  # noqa: BLE001
+                record(step, False, str(e)[:200])
+        for c in [int(x) for x in args.transport_concurrency.split(",") if x]:
+            step = f"{label}: gRPC vs HTTP c={c}"
+            try:
+                n = args.bench_requests or max(8, 2 * c)
+                tps = {}
+                for transport, seed in (("grpc", 1000 + c), ("http", 2000 + c)):
+                    proc, lines = bench(args.bin, server, c, n, args.bench_prompt_tokens,
+                                        args.bench_output_tokens, vocab, transport, seed)
+                    if proc.returncode != 0 or not lines:
+                        raise RuntimeError(f"{transport}: " + (proc.stderr or proc.stdout)[-200:])
+                    tps[transport] = lines[-1]
+                g = tps["grpc"]["results"]["output_tokens_per_s"]
+                h = tps["http"]["results"]["output_tokens_per_s"]
+                record(step, h >= 0.95 * g,
+                       f"gRPC: {summarize(tps['grpc'])}; HTTP: {summarize(tps['http'])}; "
+                       f"HTTP/gRPC {h / g:.3f}", grpc=tps["grpc"], http=tps["http"])
             except Exception as e:  # noqa: BLE001
                 record(step, False, str(e)[:200])
     except Exception as e:  # noqa: BLE001

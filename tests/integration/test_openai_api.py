@@ -299,3 +299,34 @@ def test_draining_answers_503_and_finishes_what_runs():
         assert s.proc.wait(timeout=60) == 0
     finally:
         s.stop()
+
+
+def test_64_concurrent_streams_all_complete_and_the_backlog_holds_them(server):
+    ss = shutil.which("ss")
+    if ss is not None:  # the listen backlog (Send-Q of a listening socket), not cpp-httplib's 5
+        out = subprocess.run([ss, "-ltnH", f"sport = :{server.http_port}"], capture_output=True,
+                             text=True, timeout=10).stdout.split()
+        assert out and int(out[2]) >= 128, out
+    url = f"http://127.0.0.1:{server.http_port}/v1/completions"
+    results = [None] * 64
+    barrier = threading.Barrier(64)
+
+    def one(i):
+        body = json.dumps({"model": MODEL, "prompt": f"{PROMPT} {i}", "max_tokens": 4,
+                           "stream": True, "ignore_eos": True}).encode()
+        barrier.wait()  # all connect at once
+        try:
+            req = urllib.request.Request(url, data=body, method="POST")
+            with urllib.request.urlopen(req, timeout=120) as r:
+                events = [line for line in r.read().decode().splitlines()
+                          if line.startswith("data: ")]
+            results[i] = events[-1] == "data: [DONE]"
+        except Exception as e:  # noqa: BLE001  (recorded)
+            results[i] = repr(e)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 64, [r for r in results if r is not True][:5]
+    assert server.wait_metric(idle_kv)

@@ -1,6 +1,7 @@
 #include "strata/server/http/http_frontend.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +19,7 @@ namespace strata::server::http {
 namespace {
 
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
+constexpr int kListenBacklog = 4096;  // the kernel caps it at net.core.somaxconn
 
 void Send(httplib::Response& res, int status, const std::string& json) {
   res.status = status;
@@ -299,6 +301,12 @@ Status HttpFrontend::Start() {
   const int threads = std::max(1, m.options.threads);
   m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   m.server.set_payload_max_length(m.options.max_body_bytes);
+  // The listening socket, as cpp-httplib creates it (the last one it tries is the one bound).
+  int listen_fd = -1;
+  m.server.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = static_cast<int>(sock);
+  });
   m.Routes();
   if (m.options.port == 0) {
     m.port = m.server.bind_to_any_port(m.options.host);
@@ -308,6 +316,12 @@ Status HttpFrontend::Start() {
   if (m.port <= 0) {
     return UnavailableError("cannot listen for HTTP on " + m.options.host + ":" +
                             std::to_string(m.options.port) + " (is the port taken?)");
+  }
+  // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into the
+  // library): 64 clients connecting at once overflow the accept queue, and their connections
+  // stall for SYN retransmits or fail. A second listen() on the socket sets a new backlog.
+  if (listen_fd < 0 || ::listen(listen_fd, kListenBacklog) != 0) {
+    return UnavailableError("cannot set the HTTP listen backlog");
   }
   m.running.store(true);
   m.thread = std::thread([&m] { m.server.listen_after_bind(); });

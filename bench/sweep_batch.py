@@ -14,6 +14,7 @@ and prints a Markdown summary (also summary.md) with the Strata / llama.cpp rati
   .venv/bin/python bench/sweep_batch.py --quick            # under 5 minutes on 2 cores
   .venv/bin/python bench/sweep_batch.py                    # the full grid (hours on 2 cores)
   .venv/bin/python bench/sweep_batch.py --systems strata --batch-sizes 8,16 --concurrency 16
+  .venv/bin/python bench/sweep_batch.py --strata-transport http ...  # both over OpenAI HTTP
 
 scripts/bench_sweep builds what it needs first. Run on a quiet machine: both systems share it.
 """
@@ -110,6 +111,9 @@ def start_strata(args, batch: int, ctx_per_seq: int, work: Path) -> Running:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"strata-server never became SERVING:\n{log.read_text()[-2000:]}")
         time.sleep(0.1)
+    if args.strata_transport == "http":  # the same protocol and client as llama-server gets
+        return Running(proc, ["--target", "openai", "--url",
+                              f"http://127.0.0.1:{ports['http_port']}"], log)
     return Running(proc, ["--target", "strata", "--addr", addr], log)
 
 
@@ -286,6 +290,9 @@ def main() -> int:
     p.add_argument("--build", default="build")
     p.add_argument("--llama-server", default=".cache/peer/bin/llama-server")
     p.add_argument("--strata-flags", default="", help="extra strata-server flags")
+    p.add_argument("--strata-transport", choices=["grpc", "http"], default="grpc",
+                   help="drive strata-server over gRPC, or over its OpenAI HTTP API as "
+                        "llama-server is driven")
     p.add_argument("--out", default=None, help="results folder (default: a new temp folder)")
     args = p.parse_args()
 

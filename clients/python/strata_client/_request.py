@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypedDict, Union
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -33,6 +33,27 @@ def chat_messages(messages: Sequence[Message],
     if add_generation_prompt is not None:
         chat.add_generation_prompt = add_generation_prompt
     return chat
+
+
+class GenerationParams(TypedDict, total=False):
+    """The arguments of a generation besides its input and call options (`Client.generate`
+    documents each); an argument left out takes the server's default."""
+    add_generation_prompt: Optional[bool]
+    max_tokens: Optional[int]
+    temperature: Optional[float]
+    top_p: Optional[float]
+    top_k: Optional[int]
+    min_p: Optional[float]
+    repetition_penalty: Optional[float]
+    presence_penalty: Optional[float]
+    frequency_penalty: Optional[float]
+    stop: Union[str, Sequence[str], None]
+    stop_token_ids: Optional[Sequence[int]]
+    seed: Optional[int]
+    ignore_eos: bool
+    logprobs: int
+    priority: int
+    request_id: str
 
 
 def generate_request(

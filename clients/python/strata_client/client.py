@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from types import TracebackType
-from typing import Any, Optional, Union
+from typing import Any, Optional, Unpack
 
 import grpc
 
 from . import _request
 from ._proto.strata.v1 import generation_pb2 as pb
 from ._proto.strata.v1 import generation_pb2_grpc as pb_grpc
-from ._request import Message, Metadata
+from ._request import GenerationParams, Message, Metadata
 from .errors import StrataError, from_rpc_error
 from .results import Completion, FinishReason, ModelInfo, StreamChunk, Timing, Usage
 
@@ -135,24 +135,9 @@ class Client:
         *,
         token_ids: Optional[Sequence[int]] = None,
         messages: Optional[Sequence[Message]] = None,
-        add_generation_prompt: Optional[bool] = None,
-        max_tokens: Optional[int] = None,
-        temperature: Optional[float] = None,
-        top_p: Optional[float] = None,
-        top_k: Optional[int] = None,
-        min_p: Optional[float] = None,
-        repetition_penalty: Optional[float] = None,
-        presence_penalty: Optional[float] = None,
-        frequency_penalty: Optional[float] = None,
-        stop: Union[str, Sequence[str], None] = None,
-        stop_token_ids: Optional[Sequence[int]] = None,
-        seed: Optional[int] = None,
-        ignore_eos: bool = False,
-        logprobs: int = 0,
-        priority: int = 0,
-        request_id: str = "",
         timeout: Optional[float] = None,
         metadata: Optional[Metadata] = None,
+        **params: Unpack[GenerationParams],
     ) -> Completion:
         """Generates a completion and returns it whole.
 
@@ -172,14 +157,8 @@ class Client:
         QueueFullError when the server's queue is full, UnavailableError when it is down or
         draining, DeadlineExceededError when `timeout` passes.
         """
-        request = _request.generate_request(
-            prompt, token_ids=token_ids, messages=messages,
-            add_generation_prompt=add_generation_prompt, max_tokens=max_tokens,
-            temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-            repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
-            frequency_penalty=frequency_penalty, stop=stop, stop_token_ids=stop_token_ids,
-            seed=seed, ignore_eos=ignore_eos, logprobs=logprobs, priority=priority,
-            request_id=request_id)
+        request = _request.generate_request(prompt, token_ids=token_ids, messages=messages,
+                                            **params)
         return Completion.from_proto(
             self._unary(self._stub.Generate, request, timeout, metadata))
 
@@ -189,38 +168,17 @@ class Client:
         *,
         token_ids: Optional[Sequence[int]] = None,
         messages: Optional[Sequence[Message]] = None,
-        add_generation_prompt: Optional[bool] = None,
-        max_tokens: Optional[int] = None,
-        temperature: Optional[float] = None,
-        top_p: Optional[float] = None,
-        top_k: Optional[int] = None,
-        min_p: Optional[float] = None,
-        repetition_penalty: Optional[float] = None,
-        presence_penalty: Optional[float] = None,
-        frequency_penalty: Optional[float] = None,
-        stop: Union[str, Sequence[str], None] = None,
-        stop_token_ids: Optional[Sequence[int]] = None,
-        seed: Optional[int] = None,
-        ignore_eos: bool = False,
-        logprobs: int = 0,
-        priority: int = 0,
-        request_id: str = "",
         timeout: Optional[float] = None,
         metadata: Optional[Metadata] = None,
+        **params: Unpack[GenerationParams],
     ) -> Stream:
         """Generates a completion and streams it as it is produced; the arguments are those
         of `generate`. Returns a `Stream` of `StreamChunk`s (text deltas and token ids; the
         last one has the finish reason and usage). Errors are raised while iterating; close
         the stream (or use `with client.stream(...) as s:`) to cancel the call early.
         """
-        request = _request.generate_request(
-            prompt, token_ids=token_ids, messages=messages,
-            add_generation_prompt=add_generation_prompt, max_tokens=max_tokens,
-            temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-            repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
-            frequency_penalty=frequency_penalty, stop=stop, stop_token_ids=stop_token_ids,
-            seed=seed, ignore_eos=ignore_eos, logprobs=logprobs, priority=priority,
-            request_id=request_id)
+        request = _request.generate_request(prompt, token_ids=token_ids, messages=messages,
+                                            **params)
         return Stream(self._stub.GenerateStream(request, **self._options(timeout, metadata)))
 
     def tokenize(self, text: Optional[str] = None, *,

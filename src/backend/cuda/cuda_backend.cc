@@ -192,7 +192,7 @@ Status CudaBackend::Forward(const Batch& batch, std::vector<float>* logits) {
   STRATA_RETURN_IF_ERROR(m.Validate(batch));
   STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
   const StepShape shape = ShapeOfBatch(batch, m.options.block_size);
-  const float* device_logits = nullptr;
+  float* device_logits = nullptr;
   STRATA_RETURN_IF_ERROR(m.RunStep(batch, shape, &device_logits));
   return m.FinishWithLogits(device_logits, shape.num_rows, logits);
 }
@@ -223,7 +223,7 @@ Status CudaBackend::ForwardSampled(const Batch& batch, std::span<const RowSampli
   }
   if (!samples_on_backend()) return Backend::ForwardSampled(batch, rows, out);
   STRATA_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
-  const float* device_logits = nullptr;
+  float* device_logits = nullptr;
   STRATA_RETURN_IF_ERROR(m.RunStep(batch, shape, &device_logits));
   return m.FinishSampled(device_logits, rows, out);
 }

@@ -121,14 +121,15 @@ struct CudaBackend::Impl {
   // the device (valid until the next step) and the work may still be running: the caller
   // finishes with FinishWithLogits or FinishSampled, which synchronize. On an error the stream
   // has been synchronized.
-  Status RunStep(const Batch& batch, const StepShape& shape, const float** logits);
-  Status RunEager(const Batch& batch, const StepShape& shape, const float** logits);
-  Status RunGraph(const Batch& batch, const StepShape& shape, int bucket, const float** logits);
+  Status RunStep(const Batch& batch, const StepShape& shape, float** logits);
+  Status RunEager(const Batch& batch, const StepShape& shape, float** logits);
+  Status RunGraph(const Batch& batch, const StepShape& shape, int bucket, float** logits);
   // Copies every row's logits to *out and synchronizes.
   Status FinishWithLogits(const float* logits, int64_t rows, std::vector<float>* out);
-  // Samples the on_backend rows on the device, copies their tokens and the other rows' logits
+  // Samples the on_backend rows on the device (penalties change `logits`, the step's own
+  // buffer, in place), copies their tokens and the other rows' logits
   // to *out, and synchronizes.
-  Status FinishSampled(const float* logits, std::span<const RowSampling> rows, SampledStep* out);
+  Status FinishSampled(float* logits, std::span<const RowSampling> rows, SampledStep* out);
   Status EnsureSamplingCapacity(int64_t in_bytes, int64_t saved_bytes, int64_t out_bytes);
   // Captures `run` (enqueued as RunModel does) into an instantiated graph.
   Status CaptureGraph(const StepRun& run, GraphExec* exec);

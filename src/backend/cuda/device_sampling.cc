@@ -75,7 +75,7 @@ Status CudaBackend::Impl::EnsureSamplingCapacity(int64_t in_bytes, int64_t saved
   return OkStatus();
 }
 
-Status CudaBackend::Impl::FinishSampled(const float* logits, std::span<const RowSampling> rows,
+Status CudaBackend::Impl::FinishSampled(float* logits, std::span<const RowSampling> rows,
                                         SampledStep* out) {
   cudaStream_t s = stream.get();
   const int64_t n = static_cast<int64_t>(rows.size());
@@ -168,15 +168,13 @@ Status CudaBackend::Impl::FinishSampled(const float* logits, std::span<const Row
     auto* d_logprobs =
         At<kernels::DeviceRowLogprobs>(static_cast<uint8_t*>(sample_out.get()), out_logprobs);
     auto* saved = static_cast<float*>(sample_saved.get());
-    // The penalties change the logits in place: this step's buffer, rewritten by the next.
-    auto* mutable_logits = const_cast<float*>(logits);
     auto launched = [&](int err, const char* what) {
       return err == 0 ? OkStatus() : CudaStatus(static_cast<cudaError_t>(err), what);
     };
     Status st = launched(kernels::LaunchLogprobs(logits, vocab, vocab, d_lrow, l, d_logprobs, s),
                          "launching the log-probability kernel");
     if (st.ok()) {
-      st = launched(kernels::LaunchApplyPenalties(mutable_logits, vocab, vocab, d_prow, p, d_tokens,
+      st = launched(kernels::LaunchApplyPenalties(logits, vocab, vocab, d_prow, p, d_tokens,
                                                   At<const int32_t>(dev, in.counts), saved, s),
                     "launching the penalty kernel");
     }

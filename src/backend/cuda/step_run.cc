@@ -42,8 +42,7 @@ Status CudaBackend::Impl::EnsureEagerCapacity(const StepShape& shape, int64_t in
   return OkStatus();
 }
 
-Status CudaBackend::Impl::RunEager(const Batch& batch, const StepShape& shape,
-                                   const float** logits) {
+Status CudaBackend::Impl::RunEager(const Batch& batch, const StepShape& shape, float** logits) {
   const model::ModelConfig& c = config;
   cudaStream_t s = stream.get();
   // A mixed step runs its one-token slices first, so that the decode kernel takes them.
@@ -135,7 +134,7 @@ Status CudaBackend::Impl::CaptureGraph(const StepRun& run, GraphExec* exec) {
 }
 
 Status CudaBackend::Impl::RunGraph(const Batch& batch, const StepShape& /*shape*/, int bucket,
-                                   const float** logits) {
+                                   float** logits) {
   cudaStream_t s = stream.get();
   const int64_t padded = kGraphBuckets[bucket];
   const int64_t used =
@@ -185,8 +184,7 @@ Status CudaBackend::Impl::RunGraph(const Batch& batch, const StepShape& /*shape*
   return OkStatus();
 }
 
-Status CudaBackend::Impl::RunStep(const Batch& batch, const StepShape& shape,
-                                  const float** logits) {
+Status CudaBackend::Impl::RunStep(const Batch& batch, const StepShape& shape, float** logits) {
   // Graphs take decode steps whose every slice wants its one row of logits.
   const bool graph = options.cuda_graphs && shape.decode_only && shape.num_rows == shape.num_seqs;
   const int bucket = graph ? GraphBucketIndex(shape.num_seqs) : -1;

@@ -137,6 +137,13 @@ struct HttpFrontend::Impl {
     SendError(res, ApiErrorFromStatus(status, endpoint));
   }
 
+  // OK when `name` names the served model (its id or the GGUF's general.name), else NOT_FOUND.
+  Status KnownModel(const std::string& name, const ServingModel& model) const {
+    if (name == options.model_id || name == model.info.name()) return OkStatus();
+    return NotFoundError("the model '" + name + "' does not exist; this server serves '" +
+                         options.model_id + "'");
+  }
+
   void Health(httplib::Response& res) {
     const StatusOr<ServingModel*> serving = state->Serving();
     if (serving.ok()) {
@@ -152,13 +159,8 @@ struct HttpFrontend::Impl {
     const int64_t context = (*serving)->info.context_length();
     if (req.matches.size() > 1) {
       const std::string id = req.matches[1];
-      if (id != options.model_id && id != (*serving)->info.name()) {
-        return Refuse(res,
-                      NotFoundError("the model '" + id +
-                                    "' does not exist; this server "
-                                    "serves '" +
-                                    options.model_id + "'"),
-                      Endpoint::kCompletions);
+      if (Status known = KnownModel(id, **serving); !known.ok()) {
+        return Refuse(res, known, Endpoint::kCompletions);
       }
       return Send(res, 200, ModelBody(options.model_id, started, context));
     }
@@ -177,13 +179,8 @@ struct HttpFrontend::Impl {
     StatusOr<ServingModel*> serving = state->Serving();
     if (!serving.ok()) return Refuse(res, serving.status(), endpoint);
     ServingModel& model = **serving;
-    if (parsed.model != options.model_id && parsed.model != model.info.name()) {
-      return Refuse(res,
-                    NotFoundError("the model '" + parsed.model +
-                                  "' does not exist; this server "
-                                  "serves '" +
-                                  options.model_id + "'"),
-                    endpoint);
+    if (Status known = KnownModel(parsed.model, model); !known.ok()) {
+      return Refuse(res, known, endpoint);
     }
     if (parsed.input.request_id.empty() && req.has_header("X-Request-Id")) {
       parsed.input.request_id = req.get_header_value("X-Request-Id");

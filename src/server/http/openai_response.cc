@@ -185,17 +185,25 @@ std::string Responder::ErrorEvents(const ApiError& error) {
   return "data: " + ErrorBody(error) + "\n\ndata: [DONE]\n\n";
 }
 
+namespace {
+
+json Model(const std::string& model_id, int64_t created, int64_t context_length) {
+  return json{{"id", model_id},
+              {"object", "model"},
+              {"created", created},
+              {"owned_by", "strata"},
+              {"max_model_len", context_length}};
+}
+
+}  // namespace
+
 std::string ModelBody(const std::string& model_id, int64_t created, int64_t context_length) {
-  return Dump(json{{"id", model_id},
-                   {"object", "model"},
-                   {"created", created},
-                   {"owned_by", "strata"},
-                   {"max_model_len", context_length}});
+  return Dump(Model(model_id, created, context_length));
 }
 
 std::string ModelsBody(const std::string& model_id, int64_t created, int64_t context_length) {
-  json model = json::parse(ModelBody(model_id, created, context_length));
-  return Dump(json{{"object", "list"}, {"data", json::array({std::move(model)})}});
+  return Dump(
+      json{{"object", "list"}, {"data", json::array({Model(model_id, created, context_length)})}});
 }
 
 }  // namespace strata::server::http

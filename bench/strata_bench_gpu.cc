@@ -19,7 +19,8 @@
 //              position are not prefilled (their contents do not change the work done).
 //   prefill    (needs --model and the CUDA backend) one --prefill-tokens chunk (default 2048)
 //              from position 0, then --prefill-batch (default 4) such chunks in one batch:
-//              TFLOP/s counting 2 flops per weight per token plus causal attention.
+//              TFLOP/s counting 2 flops per weight per token plus causal attention;
+//              --prefill-tokens 0 leaves it out.
 //
 // Output: one JSON object per measurement per line on stdout, then a human table (lines
 // starting with '|'). Exit code 0 when every test that ran succeeded, 1 when one failed, 2 for
@@ -373,6 +374,7 @@ void BenchBackend(const Options& o, double bw) {
   const double attn_width = static_cast<double>(config->n_heads * config->head_dim_k);
   for (int64_t seqs : {int64_t{1}, o.prefill_batch}) {
     const int64_t n = o.prefill_tokens;
+    if (n == 0) break;  // --prefill-tokens 0: no prefill test
     const std::string pshape = std::to_string(seqs) + " x " + std::to_string(n) + " tokens";
     std::vector<std::vector<strata::kv::BlockId>> blocks;
     if (!give_blocks(seqs, n, &blocks)) {
@@ -455,7 +457,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--decode-steps") {
       o.decode_steps = kArgs.Int(arg, v, 1);
     } else if (arg == "--prefill-tokens") {
-      o.prefill_tokens = kArgs.Int(arg, v, 1);
+      o.prefill_tokens = kArgs.Int(arg, v, 0);
     } else if (arg == "--prefill-batch") {
       o.prefill_batch = kArgs.Int(arg, v, 1);
     } else if (arg == "--reps") {

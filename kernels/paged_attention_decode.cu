@@ -3,11 +3,16 @@
 //
 // Grid: (sequence, KV head x head chunk, partition). A CTA takes up to kMaxGroup query heads of
 // one GQA group, so each K/V row it loads serves all of them. The sequence's visible keys are cut
-// into chunks of plan.chunk_tokens; partition p walks chunks p, p + P, p + 2P, ... with an online
-// softmax (Milakov & Gimelshein 2018): per chunk, (1) each warp scores keys, its lanes splitting
-// the head dimension; (2) one warp per head takes the chunk's max, rescales its running sum and
-// turns scores into weights; (3) the threads, split into dims x key slices, accumulate weights x V
-// in registers. With one partition the CTA writes the normalized output; otherwise it writes
+// into chunks of plan.chunk_tokens and each partition takes an equal run of whole chunks
+// (KeysOfPartition, computed on the device from the actual context), so the plan holds for any
+// context. This file holds the plan, the launcher, the merge kernel and the generic kernel (any
+// head dims, fp16 or fp32 KV); paged_attention_decode_vec.cu holds the fast fp16 kernel.
+//
+// The generic kernel walks its chunks with an online softmax (Milakov & Gimelshein 2018): per
+// chunk, (1) each warp scores keys, its lanes splitting the head dimension; (2) one warp per head
+// takes the chunk's max, rescales its running sum and turns scores into weights; (3) the
+// threads, split into dims x key slices, accumulate weights x V in registers. When the
+// sequence's keys fit one partition the CTA writes the normalized output; otherwise it writes
 // (max, sum, unnormalized output) to the workspace and a merge kernel combines the partitions:
 // out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p with M = max_p m_p.
 #include <cuda_fp16.h>
@@ -17,21 +22,22 @@
 #include <cstdint>
 
 #include "paged_attention_common.cuh"
+#include "paged_attention_decode_vec.cuh"
 #include "strata/kernels/paged_attention.h"
 
 namespace strata::kernels {
 namespace {
 
-using paged_attention::FirstVisible;
+using paged_attention::KeysOfPartition;
 using paged_attention::KvRowOffset;
 using paged_attention::KvToFloat;
+using paged_attention::PartitionKeys;
 using paged_attention::WarpMax;
 using paged_attention::WarpSum;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-// Query heads one CTA serves (larger GQA groups take several CTAs per KV head).
-constexpr int kMaxGroup = 8;
+using paged_attention::kMaxGroup;
 // Output dims per thread in the V pass: kThreads * 2 covers head_dim_v up to 256.
 constexpr int kDimsPerThread = 2;
 static_assert(kThreads * kDimsPerThread >= kPagedAttentionMaxHeadDim, "V pass covers all dims");
@@ -41,10 +47,7 @@ constexpr int64_t kWorkspaceAlign = 256;
 
 int64_t AlignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-int32_t HeadChunks(int32_t num_heads, int32_t num_kv_heads) {
-  const int32_t group = num_heads / num_kv_heads;
-  return (group + kMaxGroup - 1) / kMaxGroup;
-}
+using paged_attention::HeadChunks;
 
 // Workspace sections, each [rows, num_partitions(, head_dim_v)] fp32 with rows = seqs * heads.
 struct WorkspaceLayout {
@@ -94,9 +97,11 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = tid % 32;
 
   const int32_t ctx = a.context_lens[seq];
-  const int32_t lo = ctx > 0 ? FirstVisible(ctx - 1, a.sliding_window) : 0;
-  const int32_t visible = ctx > lo ? ctx - lo : 0;
-  const int32_t n_chunks = visible / chunk_tokens + (visible % chunk_tokens != 0 ? 1 : 0);
+  const PartitionKeys keys =
+      KeysOfPartition(ctx, a.sliding_window, chunk_tokens, num_partitions, part);
+  // With at most one partition in use, partition 0 writes the output (zeros without keys).
+  const bool direct = keys.used <= 1;
+  if (direct ? part != 0 : part >= keys.used) return;  // uniform across the CTA
   const int32_t* table = a.block_tables + a.block_table_offsets[seq];
   const T* k_cache = static_cast<const T*>(a.kv.k);
   const T* v_cache = static_cast<const T*>(a.kv.v);
@@ -125,10 +130,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  for (int32_t c = part; c < n_chunks; c += num_partitions) {
-    // c * chunk_tokens < visible, so no overflow.
-    const int32_t c_lo = lo + c * chunk_tokens;
-    const int32_t n = min(chunk_tokens, ctx - c_lo);
+  for (int32_t c_lo = keys.begin; c_lo < keys.end; c_lo += chunk_tokens) {
+    const int32_t n = min(chunk_tokens, keys.end - c_lo);
 
     // (1) Scores: a warp per key, lanes over the head dimension.
     for (int32_t j = warp; j < n; j += kWarps) {
@@ -239,7 +242,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < kDimsPerThread; ++i) {
         const int d = dslot + i * dim_threads;
         if (d >= dv) continue;
-        if (num_partitions == 1) {
+        if (direct) {
           a.out[row * dv + d] = acc[g][i] * inv;
         } else {
           ws_acc[(row * num_partitions + part) * dv + d] = acc[g][i];
@@ -247,38 +250,40 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  if (num_partitions > 1 && tid < gn) {
+  if (!direct && tid < gn) {
     const int64_t row = static_cast<int64_t>(seq) * a.num_heads + head0 + tid;
     ws_m[row * num_partitions + part] = m_s[tid];
     ws_l[row * num_partitions + part] = l_s[tid];
   }
 }
 
-// One CTA per (sequence, head) row: combines the partitions' (max, sum, partial output).
+// One CTA per (sequence, head) row: combines the partitions' (max, sum, partial output) of a
+// sequence whose keys took more than one partition (the others were written directly).
 __global__ void __launch_bounds__(kThreads)
-    MergeKernel(int32_t num_partitions, int32_t dv, const float* __restrict__ ws_m,
-                const float* __restrict__ ws_l, const float* __restrict__ ws_acc,
-                float* __restrict__ out) {
+    MergeKernel(int32_t num_partitions, int32_t chunk_tokens, int32_t num_heads, int32_t dv,
+                const int32_t* __restrict__ context_lens, int32_t sliding_window,
+                const float* __restrict__ ws_m, const float* __restrict__ ws_l,
+                const float* __restrict__ ws_acc, float* __restrict__ out) {
   __shared__ float w_s[kPagedAttentionMaxPartitions];
   const int64_t row = blockIdx.x;
+  const int32_t ctx = context_lens[row / num_heads];
+  const int32_t used = KeysOfPartition(ctx, sliding_window, chunk_tokens, num_partitions, 0).used;
+  if (used <= 1) return;
   const float* m = ws_m + row * num_partitions;
   const float* l = ws_l + row * num_partitions;
   float mx = -INFINITY;
-  for (int32_t p = 0; p < num_partitions; ++p) mx = fmaxf(mx, m[p]);
-  for (int32_t p = static_cast<int32_t>(threadIdx.x); p < num_partitions; p += kThreads) {
-    // A partition without keys has m = -inf and contributes nothing (and no NaN when all do).
-    w_s[p] = m[p] == -INFINITY ? 0.0f : expf(m[p] - mx);
+  for (int32_t p = 0; p < used; ++p) mx = fmaxf(mx, m[p]);
+  for (int32_t p = static_cast<int32_t>(threadIdx.x); p < used; p += kThreads) {
+    w_s[p] = expf(m[p] - mx);  // every used partition has keys: m[p] is finite
   }
   __syncthreads();
   float sum = 0.0f;
-  for (int32_t p = 0; p < num_partitions; ++p) sum += w_s[p] * l[p];
+  for (int32_t p = 0; p < used; ++p) sum += w_s[p] * l[p];
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   const float* acc = ws_acc + row * num_partitions * dv;
   for (int32_t d = static_cast<int32_t>(threadIdx.x); d < dv; d += kThreads) {
     float o = 0.0f;
-    for (int32_t p = 0; p < num_partitions; ++p) {
-      o += w_s[p] * acc[static_cast<int64_t>(p) * dv + d];
-    }
+    for (int32_t p = 0; p < used; ++p) o += w_s[p] * acc[static_cast<int64_t>(p) * dv + d];
     out[row * dv + d] = o * inv;
   }
 }
@@ -294,16 +299,23 @@ template <typename T>
 cudaError_t LaunchDecode(const PagedAttentionDecodeArgs& args, const PagedAttentionDecodePlan& plan,
                          float* ws_m, float* ws_l, float* ws_acc, cudaStream_t stream) {
   const int32_t head_chunks = HeadChunks(args.num_heads, args.kv.num_kv_heads);
-  const dim3 grid(static_cast<unsigned>(args.num_seqs),
-                  static_cast<unsigned>(args.kv.num_kv_heads * head_chunks),
-                  static_cast<unsigned>(plan.num_partitions));
-  DecodeKernel<T><<<grid, kThreads, 0, stream>>>(args, head_chunks, plan.num_partitions,
-                                                 plan.chunk_tokens, ws_m, ws_l, ws_acc);
-  cudaError_t err = cudaGetLastError();
+  cudaError_t err = cudaSuccess;
+  if (paged_attention::VecDecodeApplies(args)) {
+    err = paged_attention::LaunchVecDecode(args, plan.num_partitions, plan.chunk_tokens, ws_m, ws_l,
+                                           ws_acc, stream);
+  } else {
+    const dim3 grid(static_cast<unsigned>(args.num_seqs),
+                    static_cast<unsigned>(args.kv.num_kv_heads * head_chunks),
+                    static_cast<unsigned>(plan.num_partitions));
+    DecodeKernel<T><<<grid, kThreads, 0, stream>>>(args, head_chunks, plan.num_partitions,
+                                                   plan.chunk_tokens, ws_m, ws_l, ws_acc);
+    err = cudaGetLastError();
+  }
   if (err != cudaSuccess || plan.num_partitions == 1) return err;
   const int64_t rows = static_cast<int64_t>(args.num_seqs) * args.num_heads;
   MergeKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      plan.num_partitions, args.kv.head_dim_v, ws_m, ws_l, ws_acc, args.out);
+      plan.num_partitions, plan.chunk_tokens, args.num_heads, args.kv.head_dim_v, args.context_lens,
+      args.sliding_window, ws_m, ws_l, ws_acc, args.out);
   return cudaGetLastError();
 }
 
@@ -326,7 +338,7 @@ PagedAttentionDecodePlan PlanPagedAttentionDecode(int32_t num_seqs, int32_t num_
                                                   int64_t max_context_len, int32_t sliding_window,
                                                   int32_t chunk_tokens) {
   PagedAttentionDecodePlan plan;
-  if (chunk_tokens == 0) chunk_tokens = kPagedAttentionMaxChunkTokens;
+  if (chunk_tokens == 0) chunk_tokens = kPagedAttentionDefaultChunkTokens;
   if (num_seqs <= 0 || num_heads <= 0 || num_kv_heads <= 0 || num_heads % num_kv_heads != 0 ||
       head_dim_v <= 0 || sliding_window < 0 || chunk_tokens < 1 ||
       chunk_tokens > kPagedAttentionMaxChunkTokens) {

@@ -1,5 +1,7 @@
 // Prefill / chunked-prefill attention over the paged KV cache, FlashAttention-2 style (Dao 2023)
-// on CUDA cores in fp32.
+// on CUDA cores in fp32: the generic kernel (any head dims, fp16 or fp32 KV) and the launcher,
+// which sends fp16 KV with equal head dims of 64, 128 or 256 to the tensor-core kernel
+// (paged_attention_prefill_tc.cu).
 //
 // Grid: (sequence, KV head x head chunk, query tile). A CTA holds a tile of kRows (query token,
 // head) rows, all of one GQA group (row r = token r / heads + head r % heads), so every K/V row
@@ -17,6 +19,7 @@
 #include <cstdint>
 
 #include "paged_attention_common.cuh"
+#include "paged_attention_prefill_tc.cuh"
 #include "strata/kernels/paged_attention.h"
 
 namespace strata::kernels {
@@ -281,6 +284,9 @@ int LaunchPagedAttentionPrefill(const PagedAttentionPrefillArgs& args, void* str
     return kInvalid;
   }
   auto* s = static_cast<cudaStream_t>(stream);
+  if (paged_attention::TcPrefillApplies(args)) {
+    return static_cast<int>(paged_attention::LaunchTcPrefill(args, s));
+  }
   const cudaError_t err = kv.dtype == KvElementType::kF16 ? LaunchPrefillForDims<__half>(args, s)
                                                           : LaunchPrefillForDims<float>(args, s);
   return static_cast<int>(err);

@@ -28,7 +28,8 @@
 # binaries, lib/, py/) instead of building; its strata-server needs no gRPC package on the
 # machine. STRATA_CHECK_REAL_MODEL=FILE.gguf adds the server steps on that model (text prompts,
 # greedy against --backend cpu with exact fp32 matmuls). STRATA_CHECK_ONLY="tests bench peer
-# servers server8b" (any subset) runs only those groups; the default is all.
+# servers server8b sanitize profile" (any subset) runs only those groups; the default is the
+# first five (compute-sanitizer and the ncu profile are opt-in: they take minutes).
 #
 # --no-gpu (or no nvidia-smi device) skips the device steps with a "no device" line; the build
 # and the model generation still run, and the server steps run with --backend cpu so that the
@@ -36,7 +37,7 @@
 # machine's): STRATA_CHECK_BUILD_DIR (build folder, default build-gpu-check), STRATA_CHECK_JOBS
 # (16), STRATA_CHECK_MODEL_DIR (/tmp), STRATA_CHECK_MODEL_FLAGS (strata-make-model shape flags,
 # default "--preset llama3-8b"), STRATA_CHECK_SMALL_MODEL_FLAGS ("--preset llama3.2-1b"),
-# STRATA_CHECK_BUDGET_S (450).
+# STRATA_CHECK_BUDGET_S (450), STRATA_CHECK_SANITIZE_S (60, per compute-sanitizer tool).
 set -u -o pipefail
 
 if [[ $# -lt 1 || "$1" == -* ]]; then
@@ -162,6 +163,19 @@ else
   ROWS[-1]=$(awk -F'|' -v d="$summary" '{print "|" $2 "|" $3 "|" $4 "| " d " |"}' <<<"${ROWS[-1]}")
 fi
 
+# ---- 2b. compute-sanitizer over the kernel tests (group "sanitize"): 3 tools x cap 60 s -----
+if want sanitize; then
+  if ((HAVE_GPU == 0)); then
+    no_device sanitize
+  else
+    each=$(cap "${STRATA_CHECK_SANITIZE_S:-60}" 150)
+    run sanitize "$OUT/gpu_tests.log" "$((each > 0 ? 3 * each + 20 : 0))" \
+      "$ROOT/bench/gpu/sanitize.sh" "$TEST_DIR" "$each"
+    summary=$(grep '^SANITIZE:' "$OUT/gpu_tests.log" | sed 's/^SANITIZE: //' | tr '\n' ';')
+    ROWS[-1]=$(awk -F'|' -v d="$summary" '{print "|" $2 "|" $3 "|" $4 "| " d " |"}' <<<"${ROWS[-1]}")
+  fi
+fi
+
 # make_model NAME FTYPE CAP RESERVE [SHAPE FLAGS...]: writes $MODEL_DIR/strata-check-NAME.gguf.
 make_model() {
   local name=$1 ftype=$2 limit=$3 reserve=$4 path=$MODEL_DIR/strata-check-$1.gguf
@@ -192,11 +206,25 @@ bench() {
 
 # ---- 3. the 8B Q4_K model: cap 60 s (about 5 GB) ------------------------------------------
 Q4=$MODEL_DIR/strata-check-q4_k.gguf
-if want bench || want server8b; then make_model q4_k q4_k 60 130; fi
+if want bench || want server8b || want profile; then make_model q4_k q4_k 60 130; fi
 
 # ---- 4. strata-bench-gpu on it: cap 120 s -------------------------------------------------
 want bench && bench q4_k 120 60 --model "$Q4" --copy-mib 2048 --attn-seqs 32,64,128 \
   --decode-batches 1,8,32,128 --decode-context 512 --prefill-tokens 2048 --prefill-batch 4
+
+# ---- 4b. per-kernel time of a decode step under ncu (group "profile"): cap 150 s ----------
+if want profile; then
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -n 1)
+  if ((HAVE_GPU == 0)); then
+    no_device kernel_profile
+  elif [[ -z "$NCU" ]]; then
+    record kernel_profile "SKIPPED" 0 "no ncu on this machine"
+  else
+    run kernel_profile "$OUT/bench_gpu.log" "$(cap 150 60)" "$PY" \
+      "$ROOT/bench/gpu/kernel_profile.py" --ncu "$NCU" --bench "$BENCH" --model "$Q4" \
+      --batches 1,32 --context 512 --timeout 70 --out "$RESULTS"
+  fi
+fi
 
 # ---- 5. transformers peer: cap 90 s, only when torch and transformers import --------------
 if ! want peer; then
@@ -291,6 +319,7 @@ fi
   }
   section "strata-bench-gpu (8B-shaped, Q4_K)" "== bench_gpu_q4_k " "$OUT/bench_gpu.log"
   section "strata-bench-gpu (8B-shaped, F16)" "== bench_gpu_f16 " "$OUT/bench_gpu.log"
+  section "per-kernel time of a decode step (ncu)" "== kernel_profile " "$OUT/bench_gpu.log"
   section "transformers peer (8B-shaped, bf16, eager PyTorch)" "== transformers_peer " \
     "$OUT/peer.log"
   section "strata-server, 1B-shaped Q4_K (greedy against --backend cpu)" "== server_small-q4_k " \

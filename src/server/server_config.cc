@@ -55,6 +55,14 @@ const std::vector<Setting>& Settings() {
        0,
        {},
        "replay decode steps as CUDA graphs (cuda only)"},
+      {"cuda_f16_weights",
+       &ServerConfig::cuda_f16_weights,
+       0,
+       0,
+       {"auto", "on", "off"},
+       "keep fp16 copies of quantized weights for batches of more than 16 tokens instead of "
+       "dequantizing on every step (cuda only; auto: when the KV cache keeps at least half of "
+       "its memory)"},
       {"threads", &ServerConfig::threads, 0, 1024, {}, "CPU threads; 0: one per core"},
       {"matmul_precision",
        &ServerConfig::matmul_precision,

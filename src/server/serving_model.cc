@@ -50,6 +50,13 @@ StatusOr<backend::BackendSpec> BackendSpecFromConfig(const ServerConfig& config)
   spec.device = config.device;
   spec.gpu_memory_fraction = config.gpu_memory_fraction;
   spec.cuda_graphs = config.cuda_graphs;
+  StatusOr<backend::cuda::F16WeightCopies> copies =
+      backend::ParseF16WeightCopies(config.cuda_f16_weights);
+  if (!copies.ok()) {
+    return InvalidArgumentError("--cuda-f16-weights must be auto, on or off, got '" +
+                                config.cuda_f16_weights + "'");
+  }
+  spec.cuda_f16_weights = *copies;
   return spec;
 }
 

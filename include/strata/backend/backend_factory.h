@@ -18,6 +18,7 @@
 #include "strata/backend/backend.h"
 #include "strata/backend/cpu/kv_storage.h"
 #include "strata/backend/cpu/matmul.h"
+#include "strata/backend/cuda/cuda_backend.h"
 #include "strata/common/status.h"
 #include "strata/model/gguf_file.h"
 
@@ -30,6 +31,12 @@ std::string_view BackendKindName(BackendKind kind);
 
 // INVALID_ARGUMENT naming the choices for anything but "auto", "cpu" or "cuda".
 StatusOr<BackendKind> ParseBackendKind(std::string_view name);
+
+// "auto", "on", "off" (--cuda-f16-weights).
+std::string_view F16WeightCopiesName(cuda::F16WeightCopies copies);
+
+// INVALID_ARGUMENT naming the choices for anything but "auto", "on" or "off".
+StatusOr<cuda::F16WeightCopies> ParseF16WeightCopies(std::string_view name);
 
 // Whether this binary was built with the CUDA backend.
 bool CudaBackendBuilt();
@@ -57,6 +64,8 @@ struct BackendSpec {
   int32_t device = 0;                // CUDA device ordinal
   double gpu_memory_fraction = 0.9;  // share of free device memory, in (0, 1]
   bool cuda_graphs = true;           // capture decode steps as CUDA graphs
+  // fp16 copies of the quantized weights for calls of more than 16 tokens (cuda_backend.h).
+  cuda::F16WeightCopies cuda_f16_weights = cuda::F16WeightCopies::kAuto;
 };
 
 // The CPU backend's KV budget when the spec leaves it at 0.

@@ -12,8 +12,9 @@ namespace strata::kernels {
 // `dst`: [num_elements] floats. num_elements must be a multiple of 32.
 int LaunchDequantizeQ8_0(const void* src, float* dst, int64_t num_elements, void* stream);
 
-// Quantized blocks -> fp16, for the cuBLAS path of large token counts (backend/cuda dequantizes a
-// weight matrix into a reused fp16 workspace before a GEMM). Each element is first decoded to the
+// Quantized blocks -> fp16, for the cuBLAS path of large token counts (backend/cuda dequantizes
+// each weight matrix once at load into a persistent fp16 copy, or, without copies, into a reused
+// fp16 workspace before every GEMM). Each element is first decoded to the
 // exact fp32 value model::Dequantize gives (same operations, no contraction), then rounded to
 // nearest even fp16 (__float2half_rn; overflow to infinity). Values are the GGUF type numbers:
 enum class DequantizeType : uint32_t { kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14 };

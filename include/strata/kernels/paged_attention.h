@@ -45,9 +45,11 @@ struct PagedKvLayer {
 inline constexpr int32_t kPagedAttentionMaxHeadDim = 256;
 
 // ---- Decode: one query token per sequence, split-K over long contexts --------------------------
-
-// Keys one decode CTA scores at a time (its shared-memory score buffer), the default chunk.
+// Largest chunk (the granularity of a split, in keys); the generic kernel scores a chunk at a
+// time in shared memory.
 inline constexpr int32_t kPagedAttentionMaxChunkTokens = 512;
+// The default chunk: small enough that a short context still spreads over many CTAs.
+inline constexpr int32_t kPagedAttentionDefaultChunkTokens = 64;
 // Largest number of split-K partitions (the merge kernel keeps one weight per partition).
 inline constexpr int32_t kPagedAttentionMaxPartitions = 256;
 
@@ -66,19 +68,23 @@ struct PagedAttentionDecodeArgs {
   float* out = nullptr;        // [num_seqs, num_heads, head_dim_v] fp32, written
 };
 
-// How a decode batch is split: computed on the host, once per batch shape, used for every layer.
+// How a decode batch is split: computed on the host, once per batch shape, used for every layer
+// (and safe to capture in a CUDA graph: the split adapts to the actual context on the device).
 struct PagedAttentionDecodePlan {
-  // CTAs per (sequence, query-head group); each walks chunks partition, partition +
-  // num_partitions, ... of its sequence's visible keys, so any context length is covered
-  // whatever the plan assumed (a longer context only takes longer). 1: no split, no workspace.
+  // CTAs per (sequence, query-head group). On the device each sequence cuts its visible keys
+  // into chunks of chunk_tokens and gives each partition an equal run of whole chunks
+  // (ceil(chunks / num_partitions) of them), so a context shorter than the plan assumed uses
+  // fewer partitions (the others exit at once) and a longer one only gives each partition more
+  // keys. A sequence whose keys fit one partition writes its output directly; otherwise the
+  // partitions' (max, sum, partial output) are merged by a second kernel. 1: no workspace.
   int32_t num_partitions = 1;
-  int32_t chunk_tokens = kPagedAttentionMaxChunkTokens;  // 1..kPagedAttentionMaxChunkTokens
+  int32_t chunk_tokens = kPagedAttentionDefaultChunkTokens;  // 1..kPagedAttentionMaxChunkTokens
   int64_t workspace_bytes = 0;  // device scratch LaunchPagedAttentionDecode needs
 };
 
 // Pure host arithmetic (no device needed). Splits a sequence's visible keys (at most
 // max_context_len, or sliding_window when that is smaller) into chunks of `chunk_tokens` (0: the
-// default, kPagedAttentionMaxChunkTokens) and gives each (sequence, head group) as many
+// default, kPagedAttentionDefaultChunkTokens) and gives each (sequence, head group) as many
 // partitions as there are chunks, but no more than needed to fill a large GPU with CTAs (a big
 // batch needs no split) and at most kPagedAttentionMaxPartitions. Invalid inputs (non-positive
 // counts, chunk_tokens out of range) give the trivial plan {1, default chunk, 0}.
@@ -95,7 +101,11 @@ int64_t PagedAttentionDecodeWorkspaceBytes(int32_t num_seqs, int32_t num_heads, 
 
 // Decode attention. `workspace`: device memory of at least plan.workspace_bytes (given as
 // `workspace_bytes`), 256-byte aligned (cudaMalloc's alignment); may be null when the plan needs
-// none. Launches one kernel, plus a merge kernel when plan.num_partitions > 1.
+// none. Launches one kernel, plus a merge kernel when plan.num_partitions > 1. fp16 KV with
+// head_dim_k == head_dim_v in {64, 128, 256} (and 16-byte aligned q, K and V) runs the
+// vectorized kernel (16-byte loads, several keys in flight per thread, each K/V row loaded once
+// for the whole GQA group, the block table staged in shared memory); other shapes run the
+// generic kernel, with the same results up to rounding.
 int LaunchPagedAttentionDecode(const PagedAttentionDecodeArgs& args,
                                const PagedAttentionDecodePlan& plan, void* workspace,
                                int64_t workspace_bytes, void* stream);

@@ -16,7 +16,8 @@
 //
 // Numerics: each weight is decoded in registers to exactly the value model::Dequantize gives
 // (same operations, no contraction), then y accumulates in fp32 with fused multiply-adds: per
-// lane over its share of the row's blocks in column order, then a warp tree reduction. So the
+// lane over its share of the row's blocks in column order, then a warp tree reduction (Q4_K:
+// see below). So the
 // result agrees with a float64 reference to fp32 accumulation error (it is not bit-identical
 // to the CPU MatMul, whose summation order differs). A token's output does not depend on the
 // other tokens of the call except through which pass width (TokensPerPass) it ran in, and the
@@ -24,8 +25,14 @@
 // tokens are batched.
 //
 // How: tokens run in passes of 1, 2, 4, 8 or 16 (a template parameter; a pass of 4 serves 3
-// tokens with the fourth zeroed), weights streaming from memory once per pass. A CTA of 8
-// warps owns 16 rows; x is staged through shared memory in chunks of 8192 / pass columns
+// tokens with the fourth zeroed), weights streaming from memory once per pass. Q4_K with w
+// 16-byte aligned (the CUDA backend's case) runs a bandwidth-oriented kernel in passes of at
+// most 8: a CTA of 4 warps owns 2 rows (1 for passes of 8) and splits their blocks between its
+// warps, each lane loading 16 bytes of codes (32 weights) and the block's 16-byte header per
+// row, x read through L1 and shared by the rows; per sub-block it sums q * x and x and applies
+// scale and min once (ds * sum q x - dm * sum x, each product rounded on its own, so a one-hot x
+// still yields the dequantized weight exactly). The other formats (and unaligned Q4_K): a CTA
+// of 8 warps owns 16 rows; x is staged through shared memory in chunks of 8192 / pass columns
 // (32 KiB); each warp walks its 2 rows' blocks in the chunk with its lanes on sub-block pieces
 // (Q8_0: 4 lanes x 8 codes per block; Q4_K, Q6_K: 16 lanes x 16 codes), decodes them in
 // registers and multiplies them with every token of the pass.

@@ -33,7 +33,10 @@ struct ServerConfig {
   int32_t device = 0;                // CUDA device ordinal
   double gpu_memory_fraction = 0.9;  // CUDA: share of free memory for KV and workspaces
   bool cuda_graphs = true;           // CUDA: replay decode steps as graphs
-  int32_t threads = 0;               // CPU threads; 0 = one per core
+  // CUDA: fp16 copies of quantized weights for batches over 16 tokens: "auto", "on" or "off"
+  // (backend_factory.h).
+  std::string cuda_f16_weights = "auto";
+  int32_t threads = 0;  // CPU threads; 0 = one per core
   // "int8" or "fp32" (CPU matmul activations). int8, as llama.cpp does, is the faster one for
   // every batch size on AVX-512 VNNI CPUs; elsewhere it runs the fp32 kernels.
   std::string matmul_precision = "int8";

@@ -41,8 +41,9 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
     const ServerConfig& config,
     std::function<void(const engine::EngineStats&, bool)> step_observer);
 
-// The backend settings of `config`: INVALID_ARGUMENT for an unknown --backend or
-// --matmul-precision (LoadServerConfig already refuses both; this is for configs built in code).
+// The backend settings of `config`: INVALID_ARGUMENT for an unknown --backend,
+// --matmul-precision or --cuda-f16-weights (LoadServerConfig already refuses them; this is for
+// configs built in code).
 StatusOr<backend::BackendSpec> BackendSpecFromConfig(const ServerConfig& config);
 
 // The prompts of a --preload-prompts file: one per line, with "\n" standing for a line break

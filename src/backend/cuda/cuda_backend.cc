@@ -1,6 +1,7 @@
 #include "strata/backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "cuda_backend_impl.h"
@@ -36,6 +37,25 @@ Status ValidateOptions(const CudaBackendOptions& o) {
                                 std::to_string(o.block_size));
   }
   return OkStatus();
+}
+
+// "14.9 GiB", "2.3 MiB": one decimal in the larger unit that gives at least 1.
+std::string FormatBytes(int64_t bytes) {
+  const bool gib = bytes >= (int64_t{1} << 30);
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f %s",
+                static_cast<double>(bytes) / static_cast<double>(int64_t{1} << (gib ? 30 : 20)),
+                gib ? "GiB" : "MiB");
+  return text;
+}
+
+// Describe()'s words on the fp16 weight copies, with a leading ", "; empty when no matrix is
+// quantized (nothing to copy).
+std::string DescribeF16Copies(F16WeightCopies mode, int64_t wanted_bytes, int64_t made_bytes) {
+  if (made_bytes > 0) return ", fp16 weight copies " + FormatBytes(made_bytes);
+  if (wanted_bytes <= 0) return "";
+  return mode == F16WeightCopies::kOff ? ", no fp16 weight copies (off)"
+                                       : ", no fp16 weight copies (memory)";
 }
 
 }  // namespace
@@ -87,7 +107,7 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile
       std::to_string(prop.minor) + ", " +
       std::to_string(static_cast<int64_t>(prop.totalGlobalMem >> 30)) + " GiB, " +
       (options.cuda_graphs ? "graphs on" : "graphs off") + ", " +
-      (c.vocab_size <= kernels::kMaxSamplingVocab ? "device sampling" : "host sampling") + ")";
+      (c.vocab_size <= kernels::kMaxSamplingVocab ? "device sampling" : "host sampling");
   STRATA_ASSIGN_OR_RETURN(impl->stream, Stream::Create());
   cudaStream_t stream = impl->stream.get();
   STRATA_ASSIGN_OR_RETURN(impl->weights, UploadWeights(host_weights, c, stream));
@@ -96,13 +116,14 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile
   size_t total_bytes = 0;
   STRATA_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
 
-  // Workspaces, sized before the KV pool takes the rest.
+  // Workspaces, sized before the KV pool takes the rest (the fp16 dequantization workspace, or
+  // the fp16 weight copies instead, are added once planned below).
   const int64_t max_cols = impl->weights.max_cols;
   const int64_t max_bucket = kGraphBuckets.back();
   const int64_t max_blocks_per_seq =
       (c.context_length + options.block_size - 1) / options.block_size;
-  int64_t workspace_bytes = kCublasWorkspaceBytes + impl->weights.max_quantized_elements * 2 +
-                            Activations::BytesFor(c, max_cols, kInitialEagerTokens);
+  int64_t workspace_bytes =
+      kCublasWorkspaceBytes + Activations::BytesFor(c, max_cols, kInitialEagerTokens);
   if (options.cuda_graphs) {
     impl->graph_layout = StepLayout::For(max_bucket, max_bucket, max_bucket * max_blocks_per_seq);
     int64_t attention_ws = 0;
@@ -147,20 +168,41 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile
                           DeviceBuffer::Allocate(kCublasWorkspaceBytes, "cuBLAS workspace"));
   STRATA_ASSIGN_OR_RETURN(impl->cublas, CublasHandle::Create(stream, impl->cublas_workspace.get(),
                                                              kCublasWorkspaceBytes));
-  STRATA_ASSIGN_OR_RETURN(impl->dequant_f16,
-                          DeviceBuffer::Allocate(impl->weights.max_quantized_elements * 2,
-                                                 "fp16 dequantization workspace"));
   STRATA_ASSIGN_OR_RETURN(impl->eager_act, Activations::Allocate(c, max_cols, kInitialEagerTokens));
-
   impl->bytes_per_block =
       KvBytesPerBlock(c.n_layers, c.n_kv_heads, c.head_dim_k, c.head_dim_v, options.block_size);
+
+  // fp16 weight copies, made once here, or the workspace that calls dequantize into instead.
+  F16CopyInputs plan;
+  plan.free_bytes = static_cast<int64_t>(free_bytes);
+  plan.memory_fraction = options.memory_fraction;
+  plan.kv_budget_bytes = options.kv_budget_bytes;
+  plan.workspace_bytes = workspace_bytes;
+  plan.dequant_bytes = impl->weights.max_quantized_elements * 2;
+  plan.copy_bytes = F16CopyBytes(impl->weights);
+  plan.bytes_per_block = impl->bytes_per_block;
+  STRATA_ASSIGN_OR_RETURN(const bool copies, PlanF16WeightCopies(options.f16_weight_copies, plan));
+  if (copies) {
+    STRATA_RETURN_IF_ERROR(MakeF16Copies(&impl->weights, stream));
+    workspace_bytes += impl->weights.f16_copy_bytes;
+  } else {
+    STRATA_ASSIGN_OR_RETURN(
+        impl->dequant_f16,
+        DeviceBuffer::Allocate(plan.dequant_bytes, "fp16 dequantization workspace"));
+    workspace_bytes += plan.dequant_bytes;
+  }
+  impl->description +=
+      DescribeF16Copies(options.f16_weight_copies, plan.copy_bytes, impl->weights.f16_copy_bytes) +
+      ")";
+
   impl->num_blocks = KvPoolBlocks(static_cast<int64_t>(free_bytes), options.memory_fraction,
                                   workspace_bytes, options.kv_budget_bytes, impl->bytes_per_block);
   if (impl->num_blocks < 1) {
     return FailedPreconditionError(
         "the device memory left after the weights (" + std::to_string(free_bytes) +
-        " bytes free, " + std::to_string(impl->weights.bytes) + " bytes of weights, " +
-        std::to_string(workspace_bytes) + " bytes of workspaces) holds no KV block of " +
+        " bytes free, " + std::to_string(impl->weights.bytes - impl->weights.f16_copy_bytes) +
+        " bytes of weights, " + std::to_string(workspace_bytes) + " bytes of workspaces" +
+        (copies ? " and fp16 weight copies" : "") + ") holds no KV block of " +
         std::to_string(impl->bytes_per_block) +
         " bytes; lower block_size or raise memory_fraction");
   }
@@ -185,6 +227,7 @@ KvGeometry CudaBackend::kv_geometry() const {
 std::string CudaBackend::Describe() const { return impl_->description; }
 
 int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
+int64_t CudaBackend::f16_copy_bytes() const { return impl_->weights.f16_copy_bytes; }
 int64_t CudaBackend::kv_bytes() const { return impl_->kv.bytes(); }
 
 Status CudaBackend::Forward(const Batch& batch, std::vector<float>* logits) {

@@ -3,9 +3,9 @@
 //
 // Two sets of step buffers: the graph set is allocated once at Create for the largest bucket
 // (128 one-token sequences) and never moves, because captured kernels hold its addresses; the
-// eager set grows with the largest batch seen. Weights, the KV pool and the fp16 dequantization
-// workspace are shared (fixed for the backend's life). All work runs on `stream`, in order, so
-// the shared workspaces need no other synchronization.
+// eager set grows with the largest batch seen. Weights (with their fp16 copies, when planned),
+// the KV pool and the fp16 dequantization workspace are shared (fixed for the backend's life). All
+// work runs on `stream`, in order, so the shared workspaces need no other synchronization.
 #pragma once
 
 #include <array>
@@ -75,7 +75,8 @@ struct CudaBackend::Impl {
   DeviceBuffer cublas_workspace;
   CublasHandle cublas;
   DeviceWeights weights;
-  DeviceBuffer dequant_f16;  // [max_quantized_elements] fp16
+  // [max_quantized_elements] fp16; empty when the weights have their fp16 copies.
+  DeviceBuffer dequant_f16;
 
   // KV pool: per layer, K [num_blocks, block_size, n_kv_heads, head_dim_k] then V (fp16).
   DeviceBuffer kv;

@@ -76,7 +76,9 @@ Status MatMul(const MatMulContext& ctx, const DeviceMatrix& w, const float* x, i
 
   const bool quantized = path == MatMulPath::kDequantF16Gemm;
   const void* a = w.data;
-  if (quantized) {
+  if (quantized && w.f16 != nullptr) {
+    a = w.f16;
+  } else if (quantized) {
     if (w.rows * w.cols > ctx.dequant_f16_elements) {
       return InternalError("the fp16 dequantization workspace is too small for " + w.name);
     }

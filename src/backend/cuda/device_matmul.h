@@ -3,10 +3,11 @@
 //
 //   Q8_0/Q4_K/Q6_K, tokens <= kQuantMatMulMaxTokens: the weight-only quantized matmul
 //       (kernels/quant_matmul_*.cu): fp32 activations, exact weights, fp32 accumulation.
-//   Q8_0/Q4_K/Q6_K, more tokens: dequantize W to fp16 into the shared workspace, convert x to
-//       fp16, cuBLAS GEMM with fp32 accumulation and output (tensor cores). The weights are then
-//       rounded to fp16 (2^-12 relative), so activations in plain fp16 cost no more accuracy
-//       than that.
+//   Q8_0/Q4_K/Q6_K, more tokens: W in fp16 — its persistent copy (DeviceMatrix::f16, made once
+//       at load when the memory plan allows) or else dequantized into the shared workspace on
+//       this call (the same kernel, so the same values either way) — x converted to fp16, cuBLAS
+//       GEMM with fp32 accumulation and output (tensor cores). The weights are then rounded to
+//       fp16 (2^-12 relative), so activations in plain fp16 cost no more accuracy than that.
 //   F16: cuBLAS GEMM on fp16 tensor cores with x split into two fp16 halves (hi + lo, see
 //       f16_convert.h) and both products summed in fp32, i.e. two GEMMs. Why: an fp16 weight is
 //       exact, so the only rounding fp16 activations would add is theirs (~5e-4 relative), which
@@ -44,7 +45,7 @@ inline constexpr float kF16ActivationScale = 1.0f / 64.0f;
 // How MatMul multiplies a matrix of `type` (a device format) by `tokens` activation rows.
 enum class MatMulPath {
   kQuantizedKernel,  // quant_matmul, fp32 activations
-  kDequantF16Gemm,   // dequantize to fp16, fp16 activations, cuBLAS
+  kDequantF16Gemm,   // fp16 copy (or dequantize to fp16), fp16 activations, cuBLAS
   kSplitF16Gemm,     // fp16 weights, activations as fp16 hi + lo, two cuBLAS GEMMs
   kF32Gemm,          // cuBLAS fp32
   kUnsupported,      // not a device format
@@ -54,8 +55,9 @@ MatMulPath ChooseMatMulPath(model::GgmlType type, int64_t tokens);
 struct MatMulContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  // fp16 workspace for a dequantized matrix: >= DeviceWeights::max_quantized_elements elements
-  // (may be null when no matrix is quantized). Shared by every call (stream-ordered).
+  // fp16 workspace for a dequantized matrix: >= DeviceWeights::max_quantized_elements elements;
+  // null when no matrix is quantized or every quantized one has its fp16 copy. Shared by every
+  // call (stream-ordered).
   void* dequant_f16 = nullptr;
   int64_t dequant_f16_elements = 0;
   // fp16 scratch for x: >= 2 * tokens * cols + 128 elements of the largest call (hi, then lo

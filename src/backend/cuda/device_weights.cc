@@ -5,6 +5,7 @@
 #include <span>
 
 #include "cuda_status.h"
+#include "strata/kernels/dequantize.h"
 #include "strata/model/dequantize.h"
 #include "strata/model/fp16.h"
 
@@ -107,6 +108,16 @@ class Uploader {
   cudaStream_t stream_;
 };
 
+// Calls f(matrix) for every matrix MatMul reads: each layer's seven and the output (the token
+// embedding is looked up by row, never multiplied).
+template <typename Weights, typename F>
+void ForEachMatMulMatrix(Weights& w, F&& f) {
+  for (auto& l : w.layers) {
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) f(*m);
+  }
+  f(w.output);
+}
+
 }  // namespace
 
 bool IsDeviceQuantized(model::GgmlType type) {
@@ -148,6 +159,40 @@ StatusOr<DeviceWeights> UploadWeights(const model::ModelWeights& weights,
     STRATA_ASSIGN_OR_RETURN(l.post_ffn_norm, up.Vector(w.post_ffn_norm, p + "post_ffn_norm"));
   }
   return d;
+}
+
+int64_t F16CopyBytes(const DeviceWeights& weights) {
+  int64_t bytes = 0;
+  ForEachMatMulMatrix(weights, [&](const DeviceMatrix& m) {
+    if (IsDeviceQuantized(m.type)) bytes += m.rows * m.cols * 2;
+  });
+  return bytes;
+}
+
+Status MakeF16Copies(DeviceWeights* weights, cudaStream_t stream) {
+  Status status;
+  ForEachMatMulMatrix(*weights, [&](DeviceMatrix& m) {
+    if (!status.ok() || !IsDeviceQuantized(m.type) || m.f16 != nullptr) return;
+    const int64_t elements = m.rows * m.cols;
+    StatusOr<DeviceBuffer> buf = DeviceBuffer::Allocate(elements * 2, "fp16 copy of " + m.name);
+    if (!buf.ok()) {
+      status = buf.status();
+      return;
+    }
+    // The per-call path's own kernel: the copy holds the very values it would compute.
+    status = CudaStatus(
+        kernels::LaunchDequantizeToF16(m.data, static_cast<kernels::DequantizeType>(m.type),
+                                       buf->get(), elements, stream),
+        "dequantize " + m.name + " to its fp16 copy");
+    if (!status.ok()) return;
+    m.f16 = buf->get();
+    weights->bytes += buf->bytes();
+    weights->f16_copy_bytes += buf->bytes();
+    weights->storage.push_back(std::move(*buf));
+  });
+  STRATA_RETURN_IF_ERROR(status);
+  STRATA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return OkStatus();
 }
 
 }  // namespace strata::backend::cuda

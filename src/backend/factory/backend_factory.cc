@@ -27,6 +27,26 @@ StatusOr<BackendKind> ParseBackendKind(std::string_view name) {
   return InvalidArgumentError("backend must be auto, cpu or cuda, got '" + std::string(name) + "'");
 }
 
+std::string_view F16WeightCopiesName(cuda::F16WeightCopies copies) {
+  switch (copies) {
+    case cuda::F16WeightCopies::kAuto:
+      return "auto";
+    case cuda::F16WeightCopies::kOn:
+      return "on";
+    case cuda::F16WeightCopies::kOff:
+      return "off";
+  }
+  return "unknown";
+}
+
+StatusOr<cuda::F16WeightCopies> ParseF16WeightCopies(std::string_view name) {
+  if (name == "auto") return cuda::F16WeightCopies::kAuto;
+  if (name == "on") return cuda::F16WeightCopies::kOn;
+  if (name == "off") return cuda::F16WeightCopies::kOff;
+  return InvalidArgumentError("fp16 weight copies must be auto, on or off, got '" +
+                              std::string(name) + "'");
+}
+
 bool CudaBackendBuilt() {
 #ifdef STRATA_HAVE_CUDA_BACKEND
   return true;
@@ -98,6 +118,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const model::GgufFile& file,
   options.kv_budget_bytes = spec.kv_budget_bytes;
   options.block_size = spec.block_size;
   options.cuda_graphs = spec.cuda_graphs;
+  options.f16_weight_copies = spec.cuda_f16_weights;
   return internal::CreateCudaBackendFromPlugin(file, options);
 }
 

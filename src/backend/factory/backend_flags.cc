@@ -13,6 +13,10 @@ const char kBackendFlagsUsage[] =
     "  --device N               CUDA device ordinal (default 0)\n"
     "  --gpu-memory-fraction F  CUDA: share of free memory for the KV cache (default 0.9)\n"
     "  --cuda-graphs true|false CUDA: replay decode steps as graphs (default true)\n"
+    "  --cuda-f16-weights auto|on|off\n"
+    "                           CUDA: fp16 copies of quantized weights for batches of more than\n"
+    "                           16 tokens (default auto: when they leave the KV cache at least\n"
+    "                           half of its memory)\n"
     "  --threads N              CPU threads (default: one per core)\n"
     "  --kv-budget-bytes N      KV cache memory (default: cpu 268435456, cuda from the fraction)\n"
     "  --kv-dtype f16|f32       KV cache storage type (default f16; f32 on cpu only)\n"
@@ -40,8 +44,8 @@ bool ParseInt(std::string_view value, int64_t min, int64_t max, int64_t* out) {
 
 bool IsBackendFlag(std::string_view flag) {
   return flag == "--backend" || flag == "--device" || flag == "--gpu-memory-fraction" ||
-         flag == "--cuda-graphs" || flag == "--threads" || flag == "--kv-budget-bytes" ||
-         flag == "--kv-dtype" || flag == "--matmul-precision";
+         flag == "--cuda-graphs" || flag == "--cuda-f16-weights" || flag == "--threads" ||
+         flag == "--kv-budget-bytes" || flag == "--kv-dtype" || flag == "--matmul-precision";
 }
 
 Status ApplyBackendFlag(std::string_view flag, std::string_view value, BackendSpec* spec) {
@@ -69,6 +73,10 @@ Status ApplyBackendFlag(std::string_view flag, std::string_view value, BackendSp
     } else {
       return Bad(flag, value, "true or false");
     }
+  } else if (flag == "--cuda-f16-weights") {
+    StatusOr<cuda::F16WeightCopies> copies = ParseF16WeightCopies(value);
+    if (!copies.ok()) return Bad(flag, value, "auto, on or off");
+    spec->cuda_f16_weights = *copies;
   } else if (flag == "--threads") {
     if (!ParseInt(value, 0, 1024, &n)) return Bad(flag, value, "an integer from 0 to 1024");
     spec->threads = static_cast<int32_t>(n);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 namespace strata::backend::cuda {
 namespace {
@@ -62,6 +63,98 @@ TEST(KvSizing, NothingLeftGivesNoBlocks) {
 
 TEST(KvSizing, HugeBudgetsClampToInt32Blocks) {
   EXPECT_EQ(KvPoolBlocks(0, 1.0, 0, int64_t{1} << 50, 2), INT32_MAX);
+}
+
+// 1000 free at fraction 1.0: 100 of workspaces, a dequantization workspace of 50, blocks of 10.
+// Without copies the pool gets 1000 - 100 - 50 = 850; with copies of C it gets 900 - C.
+F16CopyInputs Plan(int64_t copy_bytes) {
+  F16CopyInputs in;
+  in.free_bytes = 1000;
+  in.memory_fraction = 1.0;
+  in.workspace_bytes = 100;
+  in.dequant_bytes = 50;
+  in.copy_bytes = copy_bytes;
+  in.bytes_per_block = 10;
+  return in;
+}
+
+bool Decide(F16WeightCopies mode, const F16CopyInputs& in) {
+  StatusOr<bool> copies = PlanF16WeightCopies(mode, in);
+  EXPECT_TRUE(copies.ok()) << copies.status().ToString();
+  return copies.ok() && *copies;
+}
+
+TEST(F16WeightCopiesPlan, AutoMakesThemWhileThePoolKeepsAtLeastHalf) {
+  EXPECT_TRUE(Decide(F16WeightCopies::kAuto, Plan(100)));  // pool 800 of 850
+  // The boundary: 900 - 475 = 425 is exactly half of 850; one byte more is below half.
+  EXPECT_TRUE(Decide(F16WeightCopies::kAuto, Plan(475)));
+  EXPECT_FALSE(Decide(F16WeightCopies::kAuto, Plan(476)));
+  // Half is not enough where it is no whole block: 30 without, 15 with, blocks of 20.
+  F16CopyInputs in = Plan(65);
+  in.free_bytes = 180;
+  in.bytes_per_block = 20;
+  EXPECT_FALSE(Decide(F16WeightCopies::kAuto, in));
+  in.bytes_per_block = 15;
+  EXPECT_TRUE(Decide(F16WeightCopies::kAuto, in));
+}
+
+TEST(F16WeightCopiesPlan, AutoCountsTheFractionAndTheSavedWorkspace) {
+  F16CopyInputs in = Plan(226);
+  in.memory_fraction = 0.5;  // share 500: pool 350 without, 174 with: below half
+  EXPECT_FALSE(Decide(F16WeightCopies::kAuto, in));
+  in.copy_bytes = 225;  // 175 with: exactly half
+  EXPECT_TRUE(Decide(F16WeightCopies::kAuto, in));
+  // Copies no larger than the workspace they replace leave the pool as large or larger.
+  in = Plan(50);
+  in.free_bytes = 165;  // pool 15 either way
+  EXPECT_TRUE(Decide(F16WeightCopies::kAuto, in));
+}
+
+TEST(F16WeightCopiesPlan, AutoMakesNoneWhereThePoolWouldBeEmptyAnyway) {
+  F16CopyInputs in = Plan(10);
+  in.free_bytes = 100;  // the workspaces alone exceed the share
+  EXPECT_FALSE(Decide(F16WeightCopies::kAuto, in));
+}
+
+TEST(F16WeightCopiesPlan, OnMakesThemWhileTheyLeaveOneKvBlock) {
+  EXPECT_TRUE(Decide(F16WeightCopies::kOn, Plan(476)));  // below half is still fine for on
+  EXPECT_TRUE(Decide(F16WeightCopies::kOn, Plan(890)));  // exactly one block of 10 left
+  StatusOr<bool> too_big = PlanF16WeightCopies(F16WeightCopies::kOn, Plan(891));
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kFailedPrecondition);
+  const std::string& message = too_big.status().message();
+  EXPECT_NE(message.find("891 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("--cuda-f16-weights"), std::string::npos) << message;
+  EXPECT_NE(message.find("raise memory_fraction"), std::string::npos) << message;
+}
+
+TEST(F16WeightCopiesPlan, OffOrNothingQuantizedMakesNone) {
+  EXPECT_FALSE(Decide(F16WeightCopies::kOff, Plan(10)));
+  EXPECT_FALSE(Decide(F16WeightCopies::kOff, Plan(100000)));  // never an error either
+  for (F16WeightCopies mode :
+       {F16WeightCopies::kAuto, F16WeightCopies::kOn, F16WeightCopies::kOff}) {
+    F16CopyInputs in = Plan(0);
+    in.free_bytes = 0;  // nothing fits, and nothing needs to
+    EXPECT_FALSE(Decide(mode, in));
+  }
+}
+
+TEST(F16WeightCopiesPlan, WithAKvBudgetTheCopiesMustFitBesideIt) {
+  F16CopyInputs in = Plan(400);
+  in.kv_budget_bytes = 500;  // 100 + 400 + 500 = 1000: exactly the share
+  EXPECT_TRUE(Decide(F16WeightCopies::kAuto, in));
+  EXPECT_TRUE(Decide(F16WeightCopies::kOn, in));
+  in.copy_bytes = 401;
+  EXPECT_FALSE(Decide(F16WeightCopies::kAuto, in));
+  StatusOr<bool> on = PlanF16WeightCopies(F16WeightCopies::kOn, in);
+  ASSERT_FALSE(on.ok());
+  EXPECT_EQ(on.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(on.status().message().find("lower kv_budget_bytes"), std::string::npos)
+      << on.status().message();
+  // The fraction still bounds them.
+  in.copy_bytes = 400;
+  in.memory_fraction = 0.9;
+  EXPECT_FALSE(Decide(F16WeightCopies::kAuto, in));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "strata/common/mapped_file.h"
 #include "strata/model/gguf_file.h"
 #include "support/tiny_llama.h"
+#include "unit/backend_cuda/synthetic_model.h"
 
 namespace strata::backend {
 namespace {
@@ -42,6 +43,21 @@ TEST(BackendKind, ParsesTheThreeNamesAndRefusesOthersNamingTheChoices) {
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(parsed.status().message().find("auto, cpu or cuda"), std::string::npos);
+  }
+}
+
+TEST(F16WeightCopies, ParsesTheThreeNamesAndRefusesOthersNamingTheChoices) {
+  for (cuda::F16WeightCopies copies :
+       {cuda::F16WeightCopies::kAuto, cuda::F16WeightCopies::kOn, cuda::F16WeightCopies::kOff}) {
+    StatusOr<cuda::F16WeightCopies> parsed = ParseF16WeightCopies(F16WeightCopiesName(copies));
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(*parsed, copies);
+  }
+  for (const char* bad : {"", "On", "true", "yes", "auto "}) {
+    StatusOr<cuda::F16WeightCopies> parsed = ParseF16WeightCopies(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find("auto, on or off"), std::string::npos);
   }
 }
 
@@ -137,6 +153,37 @@ TEST(CreateBackend, CudaOnADeviceDescribesTheDeviceAndRefusesAnF32KvCache) {
   StatusOr<std::unique_ptr<Backend>> f32 = CreateBackend(*m->file, spec);
   ASSERT_FALSE(f32.ok());
   EXPECT_EQ(f32.status().code(), StatusCode::kInvalidArgument);
+}
+
+// --cuda-f16-weights reaches the backend through the plugin: a quantized model says which way
+// it went in its description, and `on` that cannot fit is the backend's FAILED_PRECONDITION.
+TEST(CreateBackend, CudaFollowsTheFp16WeightCopiesSetting) {
+  if (!CudaBackendUsable()) GTEST_SKIP() << "no CUDA device";
+  cuda::testing::SyntheticSpec model_spec;
+  model_spec.weight_type = model::GgmlType::kQ8_0;
+  auto m = cuda::testing::OpenSyntheticModel(model_spec);
+  ASSERT_NE(m, nullptr);
+  BackendSpec spec;
+  spec.kind = BackendKind::kCuda;
+  spec.kv_budget_bytes = int64_t{8} << 20;
+  spec.cuda_f16_weights = cuda::F16WeightCopies::kOff;
+  StatusOr<std::unique_ptr<Backend>> off = CreateBackend(*m->file, spec);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_NE((*off)->Describe().find(", no fp16 weight copies (off))"), std::string::npos)
+      << (*off)->Describe();
+
+  spec.cuda_f16_weights = cuda::F16WeightCopies::kOn;
+  StatusOr<std::unique_ptr<Backend>> on = CreateBackend(*m->file, spec);
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_NE((*on)->Describe().find(", fp16 weight copies "), std::string::npos)
+      << (*on)->Describe();
+
+  spec.kv_budget_bytes = int64_t{1} << 50;  // no room beside a petabyte of KV
+  StatusOr<std::unique_ptr<Backend>> too_big = CreateBackend(*m->file, spec);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(too_big.status().message().find("--cuda-f16-weights"), std::string::npos)
+      << too_big.status().message();
 }
 
 }  // namespace

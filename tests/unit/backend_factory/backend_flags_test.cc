@@ -19,6 +19,13 @@ TEST(BackendFlags, EachFlagSetsItsField) {
   EXPECT_DOUBLE_EQ(spec.gpu_memory_fraction, 0.5);
   ASSERT_TRUE(ApplyBackendFlag("--cuda-graphs", "false", &spec).ok());
   EXPECT_FALSE(spec.cuda_graphs);
+  EXPECT_EQ(spec.cuda_f16_weights, cuda::F16WeightCopies::kAuto);  // the default
+  ASSERT_TRUE(ApplyBackendFlag("--cuda-f16-weights", "off", &spec).ok());
+  EXPECT_EQ(spec.cuda_f16_weights, cuda::F16WeightCopies::kOff);
+  ASSERT_TRUE(ApplyBackendFlag("--cuda-f16-weights", "on", &spec).ok());
+  EXPECT_EQ(spec.cuda_f16_weights, cuda::F16WeightCopies::kOn);
+  ASSERT_TRUE(ApplyBackendFlag("--cuda-f16-weights", "auto", &spec).ok());
+  EXPECT_EQ(spec.cuda_f16_weights, cuda::F16WeightCopies::kAuto);
   ASSERT_TRUE(ApplyBackendFlag("--threads", "7", &spec).ok());
   EXPECT_EQ(spec.threads, 7);
   ASSERT_TRUE(ApplyBackendFlag("--kv-budget-bytes", "1048576", &spec).ok());
@@ -42,6 +49,9 @@ TEST(BackendFlags, BadValuesAreInvalidArgumentNamingTheFlagAndLeaveTheSpec) {
                         {"--gpu-memory-fraction", "nan"},
                         {"--gpu-memory-fraction", ""},
                         {"--cuda-graphs", "maybe"},
+                        {"--cuda-f16-weights", "true"},
+                        {"--cuda-f16-weights", "AUTO"},
+                        {"--cuda-f16-weights", ""},
                         {"--threads", "2000"},
                         {"--kv-budget-bytes", "-5"},
                         {"--kv-budget-bytes", "99999999999999999999999"},
@@ -57,14 +67,16 @@ TEST(BackendFlags, BadValuesAreInvalidArgumentNamingTheFlagAndLeaveTheSpec) {
     EXPECT_EQ(spec.kind, before.kind);
     EXPECT_EQ(spec.device, before.device);
     EXPECT_EQ(spec.gpu_memory_fraction, before.gpu_memory_fraction);
+    EXPECT_EQ(spec.cuda_f16_weights, before.cuda_f16_weights);
     EXPECT_EQ(spec.threads, before.threads);
     EXPECT_EQ(spec.kv_budget_bytes, before.kv_budget_bytes);
   }
 }
 
 TEST(BackendFlags, OnlyTheBackendFlagsAreClaimedAndEachIsInTheUsage) {
-  for (const char* flag : {"--backend", "--device", "--gpu-memory-fraction", "--cuda-graphs",
-                           "--threads", "--kv-budget-bytes", "--kv-dtype", "--matmul-precision"}) {
+  for (const char* flag :
+       {"--backend", "--device", "--gpu-memory-fraction", "--cuda-graphs", "--cuda-f16-weights",
+        "--threads", "--kv-budget-bytes", "--kv-dtype", "--matmul-precision"}) {
     EXPECT_TRUE(IsBackendFlag(flag)) << flag;
     EXPECT_NE(std::string(kBackendFlagsUsage).find(std::string(flag) + " "), std::string::npos)
         << flag;

@@ -119,10 +119,11 @@ CacheShape Shape(KvElementType dtype, int32_t block_size, int32_t kv_heads, int3
 std::vector<DecodeCase> DecodeCases() {
   std::vector<DecodeCase> cases;
   // The sweep: odd context lengths (1, 7, block_size - 1, block_size, block_size + 1, 97), block
-  // sizes 1 and 16, GQA ratios 1, 4, 8, head dims 64, 128, 256, both storage types.
+  // sizes 1 and 16, GQA ratios 1, 2, 3, 4, 8 (fp16 takes the vectorized kernel for each of its
+  // head-group widths 1, 2, 4, 8), head dims 64, 128, 256, both storage types.
   for (KvElementType dtype : {KvElementType::kF32, KvElementType::kF16}) {
     for (int32_t block_size : {1, 16}) {
-      for (int32_t group : {1, 4, 8}) {
+      for (int32_t group : {1, 2, 3, 4, 8}) {
         for (int32_t dim : {64, 128, 256}) {
           DecodeCase c;
           c.name = std::string(paged_test::DtypeName(dtype)) + "_block" +
@@ -208,6 +209,42 @@ std::vector<DecodeCase> DecodeCases() {
        33,
        7,
        4,
+       true});
+  // The vectorized kernel stages at most 512 block ids at a time: one partition over 1500 and
+  // 9000 keys (block sizes 1 and 16) takes several rounds.
+  add({"f16_OnePartitionOverManyTableRoundsBlock1",
+       Shape(KvElementType::kF16, 1, 2, 128, 128),
+       4,
+       {1500, 700, 513},
+       0,
+       0,
+       1,
+       false});
+  add({"f16_OnePartitionOverManyTableRoundsBlock16",
+       Shape(KvElementType::kF16, 16, 1, 64, 64),
+       2,
+       {9000, 8193},
+       0,
+       0,
+       1,
+       false});
+  // A plan made for a longer context than the batch has (as CUDA graphs are): most partitions
+  // find no keys, sequences of one chunk write directly, longer ones merge.
+  add({"f16_PlanForALongerContextThanTheBatchHas",
+       Shape(KvElementType::kF16, 16, 2, 128, 128),
+       4,
+       {1, 64, 65, 300, 0},
+       0,
+       0,
+       128,
+       true});
+  add({"f16_SlidingWindowWithManyPartitions",
+       Shape(KvElementType::kF16, 16, 1, 256, 256),
+       4,
+       {5000, 100, 1025},
+       1024,
+       0,
+       0,
        true});
   add({"f32_EmptyContextGivesZeros",
        Shape(KvElementType::kF32, 16, 2, 64, 64),

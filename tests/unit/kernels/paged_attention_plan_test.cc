@@ -10,16 +10,17 @@ namespace strata::kernels {
 namespace {
 
 TEST(PagedAttentionDecodePlan, OneLongSequenceGetsAPartitionPerChunk) {
-  // 4097 keys = 8 full chunks of 512 and one of 1.
+  // 4097 keys = 64 full chunks of 64 and one of 1; 8 CTAs per partition, so up to 128 fill the
+  // GPU.
   const PagedAttentionDecodePlan plan = PlanPagedAttentionDecode(1, 32, 8, 128, 4097, 0);
-  EXPECT_EQ(plan.num_partitions, 9);
-  EXPECT_EQ(plan.chunk_tokens, kPagedAttentionMaxChunkTokens);
-  EXPECT_EQ(plan.workspace_bytes, PagedAttentionDecodeWorkspaceBytes(1, 32, 128, 9));
+  EXPECT_EQ(plan.num_partitions, 65);
+  EXPECT_EQ(plan.chunk_tokens, kPagedAttentionDefaultChunkTokens);
+  EXPECT_EQ(plan.workspace_bytes, PagedAttentionDecodeWorkspaceBytes(1, 32, 128, 65));
   EXPECT_GT(plan.workspace_bytes, 0);
 }
 
 TEST(PagedAttentionDecodePlan, ContextsWithinOneChunkAreNotSplit) {
-  for (int64_t context : {0, 1, 97, 512}) {
+  for (int64_t context : {0, 1, 33, 64}) {
     const PagedAttentionDecodePlan plan = PlanPagedAttentionDecode(4, 32, 8, 128, context, 0);
     EXPECT_EQ(plan.num_partitions, 1) << "context " << context;
     EXPECT_EQ(plan.workspace_bytes, 0) << "context " << context;
@@ -43,9 +44,9 @@ TEST(PagedAttentionDecodePlan, LargeGqaGroupsCountTheirExtraCtas) {
 }
 
 TEST(PagedAttentionDecodePlan, TheSlidingWindowBoundsTheKeysToSplit) {
-  EXPECT_EQ(PlanPagedAttentionDecode(1, 4, 1, 256, 100000, 512).num_partitions, 1);
-  EXPECT_EQ(PlanPagedAttentionDecode(1, 4, 1, 256, 100000, 513).num_partitions, 2);
-  EXPECT_EQ(PlanPagedAttentionDecode(1, 4, 1, 256, 1000, 100000).num_partitions, 2);
+  EXPECT_EQ(PlanPagedAttentionDecode(1, 4, 1, 256, 100000, 64).num_partitions, 1);
+  EXPECT_EQ(PlanPagedAttentionDecode(1, 4, 1, 256, 100000, 65).num_partitions, 2);
+  EXPECT_EQ(PlanPagedAttentionDecode(1, 4, 1, 256, 1000, 100000).num_partitions, 16);
 }
 
 TEST(PagedAttentionDecodePlan, ChunkTokensCanBeChosen) {
@@ -74,7 +75,7 @@ TEST(PagedAttentionDecodePlan, InvalidInputsGiveTheUnsplitPlan) {
   };
   for (const PagedAttentionDecodePlan& plan : plans) {
     EXPECT_EQ(plan.num_partitions, 1);
-    EXPECT_EQ(plan.chunk_tokens, kPagedAttentionMaxChunkTokens);
+    EXPECT_EQ(plan.chunk_tokens, kPagedAttentionDefaultChunkTokens);
     EXPECT_EQ(plan.workspace_bytes, 0);
   }
 }

@@ -157,23 +157,33 @@ TEST(ServerConfig, BackendSettingsComeFromEverySourceAndAreChecked) {
   EXPECT_EQ(d->device, 0);
   EXPECT_DOUBLE_EQ(d->gpu_memory_fraction, 0.9);
   EXPECT_TRUE(d->cuda_graphs);
+  EXPECT_EQ(d->cuda_f16_weights, "auto");
   EXPECT_EQ(d->kv_budget_bytes, 0);  // the backend's own default
 
-  Inputs in({"--model", "m.gguf", "--gpu-memory-fraction", "0.5", "--cuda-graphs", "false"},
-            {{"STRATA_BACKEND", "cuda"}, {"STRATA_DEVICE", "1"}});
+  Inputs in(
+      {"--model", "m.gguf", "--gpu-memory-fraction", "0.5", "--cuda-graphs", "false",
+       "--cuda-f16-weights", "off"},
+      {{"STRATA_BACKEND", "cuda"}, {"STRATA_DEVICE", "1"}, {"STRATA_CUDA_F16_WEIGHTS", "on"}});
   StatusOr<ServerConfig> c = Load(in);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->backend, "cuda");
   EXPECT_EQ(c->device, 1);
   EXPECT_DOUBLE_EQ(c->gpu_memory_fraction, 0.5);
   EXPECT_FALSE(c->cuda_graphs);
+  EXPECT_EQ(c->cuda_f16_weights, "off");  // the flag beats the environment
+  Inputs env_only({"--model", "m.gguf"}, {{"STRATA_CUDA_F16_WEIGHTS", "on"}});
+  StatusOr<ServerConfig> e = Load(env_only);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->cuda_f16_weights, "on");
 
   for (const auto& [flag, value] :
        std::vector<std::pair<std::string, std::string>>{{"--backend", "gpu"},
                                                         {"--device", "-1"},
                                                         {"--gpu-memory-fraction", "0"},
                                                         {"--gpu-memory-fraction", "1.5"},
-                                                        {"--cuda-graphs", "sometimes"}}) {
+                                                        {"--cuda-graphs", "sometimes"},
+                                                        {"--cuda-f16-weights", "true"},
+                                                        {"--cuda-f16-weights", "yes"}}) {
     StatusOr<ServerConfig> bad = Load({{"--model", "m.gguf", flag, value}});
     ASSERT_FALSE(bad.ok()) << flag << " " << value;
     EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);

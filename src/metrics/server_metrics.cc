@@ -79,6 +79,31 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
                  .Help("Requests refused or failed, by gRPC status code")
                  .Register(*registry_);
 
+  cache_requests_ = &prometheus::BuildCounter()
+                         .Name("strata_cache_requests_total")
+                         .Help("Response-cache lookups, by cache, tier and result")
+                         .Register(*registry_);
+  cache_lookup_ = &prometheus::BuildHistogram()
+                       .Name("strata_cache_lookup_seconds")
+                       .Help("Time of one response-cache lookup, by cache and tier")
+                       .Register(*registry_);
+  cache_tokens_ = &prometheus::BuildCounter()
+                       .Name("strata_cache_tokens_served_total")
+                       .Help("Completion tokens served from a cache instead of computed")
+                       .Register(*registry_);
+  cache_errors_ = &prometheus::BuildCounter()
+                       .Name("strata_cache_errors_total")
+                       .Help("Cache tier failures (the request was served uncached)")
+                       .Register(*registry_);
+  cache_entries_ = &prometheus::BuildGauge()
+                        .Name("strata_cache_entries")
+                        .Help("Entries held, by cache and tier")
+                        .Register(*registry_);
+  cache_bytes_ = &prometheus::BuildGauge()
+                      .Name("strata_cache_bytes")
+                      .Help("Bytes held, by cache and tier")
+                      .Register(*registry_);
+
   auto gauge = [&](const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
   };
@@ -176,6 +201,34 @@ void ServerMetrics::ObserveStep(const StepRecord& step) {
 
 std::string ServerMetrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+void ServerMetrics::ObserveCacheLookup(std::string_view cache, std::string_view tier,
+                                       std::string_view result, double seconds) {
+  const std::string c(cache);
+  const std::string t(tier);
+  cache_requests_->Add({{"cache", c}, {"tier", t}, {"result", std::string(result)}}).Increment();
+  // From 10 us (memory) to 1 s (a slow network tier).
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
+  cache_lookup_->Add({{"cache", c}, {"tier", t}}, kBuckets).Observe(seconds);
+}
+
+void ServerMetrics::CountCacheTokensServed(std::string_view cache, int64_t tokens) {
+  if (tokens > 0) {
+    cache_tokens_->Add({{"cache", std::string(cache)}}).Increment(static_cast<double>(tokens));
+  }
+}
+
+void ServerMetrics::CountCacheError(std::string_view cache, std::string_view tier) {
+  cache_errors_->Add({{"cache", std::string(cache)}, {"tier", std::string(tier)}}).Increment();
+}
+
+void ServerMetrics::SetCacheSize(std::string_view cache, std::string_view tier, int64_t entries,
+                                 int64_t bytes) {
+  const prometheus::Labels labels = {{"cache", std::string(cache)}, {"tier", std::string(tier)}};
+  cache_entries_->Add(labels).Set(static_cast<double>(entries));
+  cache_bytes_->Add(labels).Set(static_cast<double>(bytes));
 }
 
 }  // namespace strata::metrics

@@ -11,7 +11,8 @@ CallRecorder::CallRecorder(metrics::ServerMetrics* metrics, std::string request_
     : metrics_(metrics), request_id_(std::move(request_id)) {}
 
 void CallRecorder::OnChunk(const engine::StreamChunk& chunk) {
-  if (chunk.token_ids.empty()) return;
+  // Tokens a cache answered with were generated once, for another request: not counted again.
+  if (chunk.token_ids.empty() || chunk.from_cache) return;
   const auto n = static_cast<int64_t>(chunk.token_ids.size());
   metrics_->CountGeneratedTokens(n);
   if (last_token_time_ != std::chrono::steady_clock::time_point()) {

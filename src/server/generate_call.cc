@@ -47,6 +47,7 @@ void FillUsage(const engine::StreamChunk& last, v1::Usage* usage, v1::Timing* ti
   usage->set_prompt_tokens(static_cast<int32_t>(last.usage.prompt_tokens));
   usage->set_completion_tokens(static_cast<int32_t>(last.usage.completion_tokens));
   usage->set_cached_prompt_tokens(static_cast<int32_t>(last.usage.cached_prompt_tokens));
+  usage->set_cached(last.from_cache);
   timing->set_queue_seconds(last.timing.queue_seconds);
   timing->set_time_to_first_token_seconds(last.timing.time_to_first_token_seconds);
   timing->set_total_seconds(last.timing.total_seconds);

@@ -49,6 +49,12 @@ GenerationInput InputFromProto(const v1::GenerateRequest& request) {
   in.sampling = SamplingFromProto(request.sampling());
   in.priority = request.priority();
   in.request_id = request.request_id();
+  if (request.has_cache()) {
+    const v1::CacheOptions& c = request.cache();
+    if (c.has_use()) in.cache.use = c.use();
+    in.cache.cache_namespace = c.namespace_();
+    in.cache.ttl_seconds = c.ttl_seconds();
+  }
   return in;
 }
 

@@ -119,6 +119,28 @@ StatusOr<sampling::SamplingParams> RequestTranslator::Sampling(const SamplingInp
   return p;
 }
 
+StatusOr<engine::CachePolicy> RequestTranslator::CachePolicyOf(
+    const GenerationInput& input, const sampling::SamplingParams& params) const {
+  const CacheInput& c = input.cache;
+  if (c.cache_namespace.size() > limits_.max_cache_namespace_bytes) {
+    return InvalidArgumentError("cache.namespace must be at most " +
+                                std::to_string(limits_.max_cache_namespace_bytes) + " bytes, got " +
+                                std::to_string(c.cache_namespace.size()));
+  }
+  STRATA_RETURN_IF_ERROR(BadUtf8("cache.namespace", c.cache_namespace));
+  if (c.ttl_seconds < 0) {
+    return InvalidArgumentError("cache.ttl_seconds must be >= 0, got " +
+                                std::to_string(c.ttl_seconds));
+  }
+  engine::CachePolicy policy;
+  // Deterministic: greedy, or sampled from a seed the client chose (a drawn seed would make
+  // the answer one draw among many).
+  policy.cacheable = c.use && (params.temperature == 0.0f || input.sampling.seed.has_value());
+  policy.cache_namespace = c.cache_namespace;
+  policy.ttl_seconds = c.ttl_seconds;
+  return policy;
+}
+
 StatusOr<TranslatedRequest> RequestTranslator::Translate(const GenerationInput& input,
                                                          uint64_t drawn_seed) const {
   TranslatedRequest out;
@@ -138,6 +160,7 @@ StatusOr<TranslatedRequest> RequestTranslator::Translate(const GenerationInput& 
   STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(input));
   STRATA_ASSIGN_OR_RETURN(out.request.params, Sampling(input.sampling, drawn_seed));
   out.seed = out.request.params.seed;
+  STRATA_ASSIGN_OR_RETURN(out.request.cache, CachePolicyOf(input, out.request.params));
   // Whether prompt + max_tokens fit the context and the KV cache is the engine's to say
   // (engine/request_limits.h), once for every transport.
   return out;

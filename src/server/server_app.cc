@@ -21,10 +21,12 @@
 #include <string>
 #include <thread>
 
+#include "strata/cache/response_key.h"
 #include "strata/common/logging.h"
 #include "strata/metrics/server_metrics.h"
 #include "strata/server/generation_service.h"
 #include "strata/server/http/http_frontend.h"
+#include "strata/server/response_cache_setup.h"
 #include "strata/server/serving_model.h"
 
 #ifndef STRATA_VERSION
@@ -244,6 +246,28 @@ int RunServer(const ServerConfig& config) {
     return 1;
   }
   engine::Engine& engine = *(*model)->engine;
+  std::unique_ptr<ResponseCache> response_cache;  // destroyed before the model, after Stop
+  if (config.response_cache) {
+    // The model's identity in every key: a digest of the file's bytes, not its path.
+    const Clock::time_point digest_start = Clock::now();
+    std::string digest = cache::Sha256Hex((*model)->file->bytes());
+    Log(LogLevel::kInfo, "response cache on",
+        {{"model_sha256", digest},
+         {"bytes", std::to_string(config.response_cache_bytes)},
+         {"ttl_seconds", std::to_string(config.response_cache_ttl_seconds)},
+         {"digest_seconds",
+          std::to_string(std::chrono::duration<double>(Clock::now() - digest_start).count())}});
+    StatusOr<std::unique_ptr<ResponseCache>> made =
+        MakeResponseCache(config, &engine, std::move(digest), &metrics);
+    if (!made.ok()) {
+      Log(LogLevel::kError, "cannot set up the response cache",
+          {{"error", made.status().ToString()}});
+      server->Shutdown();
+      return 1;
+    }
+    response_cache = std::move(*made);
+    (*model)->submitter = response_cache->submitter.get();
+  }
   metrics.ObserveStep(ToStepRecord(engine.Stats()));
   engine.Start();
   state.Activate(model->get());

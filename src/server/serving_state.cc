@@ -35,7 +35,9 @@ StatusOr<TranslatedRequest> ServingState::Translate(const ServingModel& model,
 }
 
 CallEnv ServingState::EnvFor(ServingModel& model) {
-  return CallEnv{model.engine.get(), metrics_, &in_flight_};
+  engine::RequestSubmitter* submitter =
+      model.submitter != nullptr ? model.submitter : model.engine.get();
+  return CallEnv{submitter, metrics_, &in_flight_};
 }
 
 }  // namespace strata::server

@@ -1,4 +1,4 @@
-"""Shared fixtures of the fidelity tests: the build folder and the real model."""
+"""Shared fixtures of the fidelity tests: the build folder, the real model and the embedding model."""
 import os
 from pathlib import Path
 
@@ -18,6 +18,15 @@ def build_dir() -> Path:
 def model_path() -> Path:
     path = Path(os.environ.get("STRATA_MODEL", ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"))
     assert path.is_file(), f"the real model {path} is missing: run scripts/setup"
+    return path
+
+
+@pytest.fixture(scope="session")
+def embedding_model_dir() -> Path:
+    path = Path(os.environ.get("STRATA_EMBEDDING_MODEL",
+                               ROOT / "models" / "all-minilm-l6-v2"))
+    assert (path / "model.safetensors").is_file(), \
+        f"the embedding model {path} is missing: run scripts/setup"
     return path
 
 

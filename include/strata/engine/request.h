@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "strata/sampling/sampling_params.h"
@@ -11,11 +12,22 @@ namespace strata::engine {
 
 using RequestId = int64_t;
 
+// What a response cache wrapped around the engine may do with a request (cache/); the engine
+// itself ignores it. Filled by the frontend's translator.
+struct CachePolicy {
+  // The request may be answered from, and stored in, a response cache: it is deterministic
+  // (greedy, or a seed the client chose) and the client did not opt out.
+  bool cacheable = false;
+  std::string cache_namespace;  // entries are shared only within a namespace ("" = default)
+  int64_t ttl_seconds = 0;      // > 0: at most this long (the server's default caps it)
+};
+
 struct Request {
   std::vector<int32_t> prompt;      // token ids, BOS included where the model wants one
   sampling::SamplingParams params;  // Engine::Submit validates it
   // Scheduling class: higher is admitted first and preempted last; FCFS within a class.
   int32_t priority = 0;
+  CachePolicy cache;
 };
 
 }  // namespace strata::engine

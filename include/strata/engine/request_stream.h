@@ -56,6 +56,9 @@ struct StreamChunk {
   // Set on the last chunk only.
   RequestUsage usage;
   RequestTiming timing;
+  // On every chunk of a request whose output came from a response cache (a stored answer, or a
+  // computation another identical request started), not from a computation of its own.
+  bool from_cache = false;
   // Timing, for metrics: when the engine pushed the chunk.
   std::chrono::steady_clock::time_point time;
 };

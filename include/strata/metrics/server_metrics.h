@@ -89,6 +89,14 @@ class ServerMetrics {
   // The engine's state after a step.
   void ObserveStep(const StepRecord& step);
 
+  // Response-cache facts; `cache` is "response" (or "semantic"), `tier` "l1", "l2" or
+  // "inflight", `result` "hit", "miss" or "error".
+  void ObserveCacheLookup(std::string_view cache, std::string_view tier, std::string_view result,
+                          double seconds);
+  void CountCacheTokensServed(std::string_view cache, int64_t tokens);
+  void CountCacheError(std::string_view cache, std::string_view tier);
+  void SetCacheSize(std::string_view cache, std::string_view tier, int64_t entries, int64_t bytes);
+
   // The exposition in Prometheus' text format (what /metrics serves).
   std::string Serialize() const;
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -116,8 +124,14 @@ class ServerMetrics {
   prometheus::Counter* preemptions_ = nullptr;
   prometheus::Counter* prefix_queries_ = nullptr;
   prometheus::Counter* prefix_hits_ = nullptr;
-  prometheus::Family<prometheus::Counter>* requests_ = nullptr;  // {finish_reason}
-  prometheus::Family<prometheus::Counter>* errors_ = nullptr;    // {code}
+  prometheus::Family<prometheus::Counter>* requests_ = nullptr;        // {finish_reason}
+  prometheus::Family<prometheus::Counter>* errors_ = nullptr;          // {code}
+  prometheus::Family<prometheus::Counter>* cache_requests_ = nullptr;  // {cache, tier, result}
+  prometheus::Family<prometheus::Histogram>* cache_lookup_ = nullptr;  // {cache, tier}
+  prometheus::Family<prometheus::Counter>* cache_tokens_ = nullptr;    // {cache}
+  prometheus::Family<prometheus::Counter>* cache_errors_ = nullptr;    // {cache, tier}
+  prometheus::Family<prometheus::Gauge>* cache_entries_ = nullptr;     // {cache, tier}
+  prometheus::Family<prometheus::Gauge>* cache_bytes_ = nullptr;       // {cache, tier}
   prometheus::Gauge* running_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Gauge* kv_usage_ = nullptr;

@@ -129,6 +129,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // bytes from file start
   uint64_t file_size() const { return file_.size(); }
+  // The whole file as mapped (for a digest of the model's identity).
+  std::span<const uint8_t> bytes() const { return file_.bytes(); }
 
   // Metadata in file order; Find returns nullptr when the key is absent.
   const std::vector<GgufKeyValue>& metadata() const { return metadata_; }

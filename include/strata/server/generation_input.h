@@ -35,6 +35,13 @@ struct SamplingInput {
   int32_t logprobs = 0;  // top alternatives per token
 };
 
+// The response cache's options of a request (engine::CachePolicy once translated).
+struct CacheInput {
+  bool use = true;              // false: never answered from or stored in the cache
+  std::string cache_namespace;  // entries are shared only within a namespace
+  int64_t ttl_seconds = 0;      // > 0: keep this answer at most this long
+};
+
 struct GenerationInput {
   enum class Kind {
     kNone,      // no input given (refused)
@@ -50,6 +57,7 @@ struct GenerationInput {
   SamplingInput sampling;
   int32_t priority = 0;
   std::string request_id;  // the client's id, echoed back and logged
+  CacheInput cache;
 };
 
 }  // namespace strata::server

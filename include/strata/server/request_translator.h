@@ -7,8 +7,10 @@
 // BOS as the model asks, special-token text left as text), token ids (non-empty, each in the
 // vocabulary) or chat messages (roles system/user/assistant, valid UTF-8, rendered by the
 // model's chat template and encoded with its special tokens). Sampling fields left unset take
-// the server defaults; a request without a seed gets `drawn_seed`. Whether prompt + max_tokens
-// fit the context is the engine's check (Engine::Submit), the same for every transport.
+// the server defaults; a request without a seed gets `drawn_seed`. The cache policy marks
+// deterministic requests (greedy, or a seed given) cacheable unless the client opted out. Whether
+// prompt + max_tokens fit the context is the engine's check (Engine::Submit), the same for every
+// transport.
 //
 // Thread rules: immutable after construction; any thread may Translate concurrently.
 #pragma once
@@ -32,6 +34,7 @@ struct TranslatorLimits {
   size_t max_request_id_bytes = 128;
   int32_t max_abs_priority = 1000;
   int32_t default_max_tokens = 256;
+  size_t max_cache_namespace_bytes = 128;
 };
 
 struct TranslatedRequest {
@@ -53,6 +56,8 @@ class RequestTranslator {
   StatusOr<std::vector<int32_t>> PromptTokens(const GenerationInput& input) const;
   StatusOr<sampling::SamplingParams> Sampling(const SamplingInput& sampling,
                                               uint64_t drawn_seed) const;
+  StatusOr<engine::CachePolicy> CachePolicyOf(const GenerationInput& input,
+                                              const sampling::SamplingParams& params) const;
 
   const tokenizer::Tokenizer* tokenizer_;
   const tokenizer::ChatTemplate* chat_template_;

@@ -68,6 +68,14 @@ struct ServerConfig {
   // Requests.
   int32_t default_max_tokens = 256;
 
+  // Response cache: deterministic requests (greedy, or with a seed the client chose) answered
+  // from earlier identical ones (cache/caching_submitter.h).
+  bool response_cache = false;
+  int64_t response_cache_bytes = int64_t{256} << 20;  // in-process tier
+  int64_t response_cache_ttl_seconds = 3600;          // an entry's lifetime at most
+  std::string response_cache_redis;                   // "host:port" of the shared tier; "" = none
+  int32_t response_cache_redis_timeout_ms = 50;       // per Redis call (connect, command)
+
   // Lifecycle and logs.
   double drain_grace_seconds = 30;
   std::string log_level = "info";

@@ -33,6 +33,9 @@ struct ServingModel {
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<RequestTranslator> translator;
   v1::ModelInfo info;
+  // What generation calls submit to: the engine, or a wrapper around it (the response cache,
+  // set by the server when it is on; it must outlive the calls). Null: the engine.
+  engine::RequestSubmitter* submitter = nullptr;
 };
 
 // Loads the model and builds the engine (not started). `step_observer` goes to

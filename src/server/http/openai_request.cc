@@ -339,6 +339,14 @@ bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t defaul
   }
   if (const std::optional<std::string> id = r.String("request_id")) in.request_id = *id;
   if (const std::optional<std::string> user = r.String("user")) out->user = *user;
+  // Strata's response cache (--response-cache): opt out, a namespace, a shorter lifetime.
+  if (const std::optional<bool> use = r.Bool("cache")) in.cache.use = *use;
+  if (const std::optional<std::string> ns = r.String("cache_namespace")) {
+    in.cache.cache_namespace = *ns;
+  }
+  if (const std::optional<int64_t> ttl = r.Integer("cache_ttl", 0, kMaxInt32)) {
+    in.cache.ttl_seconds = *ttl;
+  }
 
   // Log-probabilities: completions take `logprobs: N` (the chosen token's and N alternatives);
   // chat takes `logprobs: true` and `top_logprobs: N`.
@@ -418,6 +426,10 @@ std::pair<std::string, std::string> RenameField(const std::string& message, Endp
     if (param == "logprobs") {
       param = endpoint == Endpoint::kChatCompletions ? "top_logprobs" : "logprobs";
     }
+  } else if (field == "cache.namespace") {
+    param = "cache_namespace";
+  } else if (field == "cache.ttl_seconds") {
+    param = "cache_ttl";
   } else if (starts("chat.messages")) {
     param = "messages" + field.substr(13);
   } else if (starts("token_ids.ids")) {

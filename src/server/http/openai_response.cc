@@ -126,16 +126,18 @@ std::string Responder::Body(const engine::StreamChunk& last) const {
   }
   body["choices"] = json::array({std::move(choice)});
   body["usage"] = Usage(last.usage);
+  if (last.from_cache) body["cached"] = true;  // answered by the response cache
   return Dump(body);
 }
 
 std::string Responder::Events(const engine::StreamChunk& chunk) {
   const bool chat = ctx_.endpoint == Endpoint::kChatCompletions;
   std::string out;
-  auto choice_event = [&](json choice) {
+  auto choice_event = [&](json choice, bool cached = false) {
     json e = Envelope(ctx_, /*chunk=*/true);
     e["choices"] = json::array({std::move(choice)});
     if (ctx_.include_usage) e["usage"] = nullptr;  // OpenAI: null on every chunk but the last
+    if (cached) e["cached"] = true;                // answered by the response cache
     out += SseEvent(e);
   };
   if (chat && !sent_role_) {
@@ -164,12 +166,12 @@ std::string Responder::Events(const engine::StreamChunk& chunk) {
   if (!chunk.finish_reason) return out;
   const char* finish = FinishName(*chunk.finish_reason);
   if (chat) {
-    choice_event({{"index", 0},
-                  {"delta", json::object()},
-                  {"logprobs", nullptr},
-                  {"finish_reason", finish}});
+    choice_event(
+        {{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}},
+        chunk.from_cache);
   } else {
-    choice_event({{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}});
+    choice_event({{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}},
+                 chunk.from_cache);
   }
   if (ctx_.include_usage) {
     json e = Envelope(ctx_, /*chunk=*/true);

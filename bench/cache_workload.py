@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Response cache on a workload with repeats: the same request sequence against a fresh
+strata-server with the cache off and with it on, in one run, over the OpenAI HTTP API
+(streaming, so TTFT is the first content event).
+
+    bench/cache_workload.py [--requests 240] [--concurrency 16] [--repeat 0.35]
+                            [--paraphrase 0.15] [--max-tokens 32] [--json OUT.jsonl]
+
+The sequence (seeded): a `repeat` share of the requests repeat an earlier request exactly, a
+`paraphrase` share ask an earlier question in other words (an exact cache cannot match them;
+they are here for the semantic cache, issue 17), the rest are new questions. Every request is
+greedy. Prints, per configuration, delivered completion tokens/s, TTFT P50/P99, and how many
+answers came from the cache."""
+import argparse
+import concurrent.futures
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import openai
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOPICS = ["photosynthesis", "the French Revolution", "black holes", "the water cycle", "jazz",
+          "volcanoes", "the Roman Empire", "machine learning", "coral reefs", "the printing press",
+          "glaciers", "the immune system", "chess openings", "solar panels", "the Silk Road",
+          "honey bees", "earthquakes", "the Renaissance", "compilers", "tides", "the Moon landing",
+          "rainforests", "vaccines", "the stock market", "origami", "deserts", "DNA",
+          "the Great Wall of China", "hurricanes", "the internet", "dinosaurs", "bread baking",
+          "electric cars", "the Nile", "opera", "antibiotics", "submarines", "the Olympic Games",
+          "quantum computing", "penguins", "wind turbines", "the Cold War", "mushrooms",
+          "lighthouses", "the Amazon river", "typography", "nuclear fusion", "tea ceremonies"]
+FORMS = [("Explain {t} in two sentences.", "In two sentences, what should I know about {t}?"),
+         ("What is the most surprising fact about {t}?", "Tell me one surprising fact about {t}."),
+         ("Why does {t} matter today?", "How is {t} still important now?"),
+         ("Give a short history of {t}.", "Summarize the history of {t} briefly.")]
+
+
+def workload(n, repeat, paraphrase, seed):
+    rng = random.Random(seed)
+    questions = [(t, f) for t in TOPICS for f in range(len(FORMS))]
+    rng.shuffle(questions)
+    issued, out, fresh = [], [], iter(questions)
+    for _ in range(n):
+        r = rng.random()
+        if issued and r < repeat:
+            out.append(("repeat", rng.choice(issued)))
+        elif issued and r < repeat + paraphrase:
+            t, f = rng.choice(issued)[1]
+            out.append(("paraphrase", FORMS[f][1].format(t=t)))
+        else:
+            t, f = next(fresh)
+            prompt = FORMS[f][0].format(t=t)
+            issued.append((prompt, (t, f)))
+            out.append(("new", prompt))
+    return [(kind, p if isinstance(p, str) else p[0]) for kind, p in out]
+
+
+def start_server(args, work, cache):
+    port_file = work / f"ports-{cache}.json"
+    log = open(work / f"server-{cache}.log", "wb")
+    cmd = [str(args.build / "src/tools/strata-server"), "--model", str(args.model),
+           "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0", "--port-file",
+           str(port_file), "--threads", str(args.threads), "--log-level", "warn",
+           "--response-cache", "true" if cache == "exact" else "false"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            sys.exit((work / f"server-{cache}.log").read_text())
+        time.sleep(0.05)
+    return proc, json.loads(port_file.read_text())["http_port"]
+
+
+def one(client, model, prompt, max_tokens):
+    t0 = time.monotonic()
+    ttft, tokens, cached = None, 0, False
+    stream = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
+        temperature=0, stream=True, stream_options={"include_usage": True})
+    for ev in stream:
+        if ev.choices and ev.choices[0].delta.content and ttft is None:
+            ttft = time.monotonic() - t0
+        if getattr(ev, "cached", None) or (ev.model_extra or {}).get("cached"):
+            cached = True
+        if ev.usage is not None:
+            tokens = ev.usage.completion_tokens
+    return ttft if ttft is not None else time.monotonic() - t0, tokens, cached
+
+
+def run(args, work, cache, requests):
+    proc, port = start_server(args, work, cache)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused",
+                               max_retries=0, timeout=600)
+        deadline = time.monotonic() + 120
+        while True:  # the ports are bound before the model has loaded
+            try:
+                model = client.models.list().data[0].id
+                one(client, model, "Warm up.", 4)
+                break
+            except openai.APIStatusError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
+            results = list(pool.map(lambda kp: one(client, model, kp[1], args.max_tokens),
+                                    requests))
+        wall = time.monotonic() - t0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    ttfts = sorted(r[0] for r in results)
+    pct = lambda q: ttfts[min(len(ttfts) - 1, int(q * len(ttfts)))] * 1e3
+    return {"cache": cache, "requests": len(results), "seconds": round(wall, 2),
+            "completion_tokens_per_s": round(sum(r[1] for r in results) / wall, 1),
+            "ttft_ms": {"p50": round(pct(0.5), 1), "p99": round(pct(0.99), 1)},
+            "cached_answers": sum(1 for r in results if r[2])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", type=Path, default=ROOT / "build")
+    ap.add_argument("--model", type=Path, default=ROOT / "models" / "gemma-3-270m-q4_k_m.gguf")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--requests", type=int, default=240)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--repeat", type=float, default=0.35)
+    ap.add_argument("--paraphrase", type=float, default=0.15)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    requests = workload(args.requests, args.repeat, args.paraphrase, args.seed)
+    kinds = {k: sum(1 for kind, _ in requests if kind == k) for k in ("new", "repeat",
+                                                                       "paraphrase")}
+    print(f"workload: {len(requests)} requests, {kinds}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="strata-cache-bench-"))
+    rows = []
+    for cache in ("off", "exact"):
+        row = run(args, work, cache, requests)
+        row["workload"] = kinds
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    off, on = rows
+    print(f"exact cache vs off: {on['completion_tokens_per_s'] / off['completion_tokens_per_s']:.2f}x "
+          f"tokens/s, TTFT P50 {off['ttft_ms']['p50'] / max(on['ttft_ms']['p50'], 1e-3):.1f}x "
+          f"lower, {on['cached_answers']} of {on['requests']} answers cached")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The response cache's shared tier: two strata-server replicas and one real redis-server on
+loopback. Replica B answers from what replica A computed; a Redis killed mid-run costs no
+request (served uncached, counted), and the replicas use it again once it is back."""
+import socket
+import subprocess
+import time
+
+import pytest
+
+from strata_server import Server, greedy, pb
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Redis:
+    def __init__(self):
+        self.port = free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def keys(self):
+        """The keys Strata stored (redis-cli, which comes with redis-server)."""
+        out = subprocess.run(["redis-cli", "-p", str(self.port), "--scan", "--pattern",
+                              "strata:*"], capture_output=True, text=True, timeout=10)
+        return out.stdout.split()
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def redis():
+    r = Redis()
+    yield r
+    r.kill()
+
+
+@pytest.fixture(scope="module")
+def replicas(redis):
+    flags = ("--max-model-len", "1024", "--response-cache", "true", "--response-cache-redis",
+             f"127.0.0.1:{redis.port}", "--response-cache-redis-timeout-ms", "100")
+    a, b = Server(*flags), Server(*flags)
+    a.wait_serving()
+    b.wait_serving()
+    yield a, b
+    assert a.stop() == 0, a.log()
+    assert b.stop() == 0, b.log()
+
+
+def generate(server, prompt):
+    return server.stub.Generate(pb.GenerateRequest(prompt=prompt, sampling=greedy(6)),
+                                timeout=60)
+
+
+def l2(server, result):
+    return server.metric("strata_cache_requests_total",
+                         f'cache="response",result="{result}",tier="l2"')
+
+
+def wait_for(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_replica_answers_from_what_another_computed(replicas, redis):
+    a, b = replicas
+    before = len(redis.keys())
+    first = generate(a, "Shared between replicas:")
+    assert not first.usage.cached
+    # A's store into Redis runs on its writer thread: wait until it has landed.
+    assert wait_for(lambda: len(redis.keys()) > before)
+    hits = l2(b, "hit")
+    shared = generate(b, "Shared between replicas:")
+    assert shared.usage.cached
+    assert list(shared.token_ids) == list(first.token_ids)
+    assert l2(b, "hit") == hits + 1, "B's answer came from Redis"
+    again = generate(b, "Shared between replicas:")  # now from B's own in-process tier
+    assert again.usage.cached and l2(b, "hit") == hits + 1
+
+
+def test_a_dead_redis_costs_no_request(replicas, redis):
+    a, b = replicas
+    redis.kill()
+    errors = a.metric("strata_cache_errors_total", 'cache="response",tier="l2"')
+    t0 = time.monotonic()
+    for i in range(5):
+        r = generate(a, f"While Redis is down, request {i}:")
+        assert r.usage.completion_tokens == 6 and not r.usage.cached
+    assert time.monotonic() - t0 < 30
+    assert a.metric("strata_cache_errors_total", 'cache="response",tier="l2"') > errors
+    assert "response cache tier failed" in a.log()
+    # Back again: after the retry period the replicas share entries once more.
+    redis.start()
+    time.sleep(1.2)
+    generate(a, "After Redis came back:")
+    assert wait_for(lambda: len(redis.keys()) == 1), "A stores into the new Redis"

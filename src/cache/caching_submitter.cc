@@ -208,7 +208,11 @@ StatusOr<std::shared_ptr<RequestStream>> CachingSubmitter::Submit(engine::Reques
     return inner.status();
   }
   if (cancel) inner_->Cancel(flight->inner_id);
-  (*inner)->SetListener([this, flight] { OnChunks(flight); });
+  // A weak reference: the inner stream must not keep its flight alive (the flight holds the
+  // stream, so a strong one would be a cycle); the maps own the flight while it runs.
+  (*inner)->SetListener([this, weak = std::weak_ptr<Flight>(flight)] {
+    if (std::shared_ptr<Flight> f = weak.lock()) OnChunks(f);
+  });
   return leader->out;
 }
 

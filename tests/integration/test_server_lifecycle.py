@@ -81,7 +81,9 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero():
         with pytest.raises(grpc.RpcError) as e:
             server.stub.Generate(pb.GenerateRequest(prompt=PROMPT, sampling=greedy(2)),
                                  timeout=10)
-        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        # UNAVAILABLE when the call reaches the draining service; CANCELLED when it races the
+        # gRPC listener's shutdown (the server stops taking calls at SIGTERM). Refused either way.
+        assert e.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
     thread.join(timeout=120)
     tokens, finish, code = results["in_flight"]
     assert code == grpc.StatusCode.OK

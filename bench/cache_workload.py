@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Response cache on a workload with repeats: the same request sequence against a fresh
-strata-server with the cache off and with it on, in one run, over the OpenAI HTTP API
-(streaming, so TTFT is the first content event).
+strata-server with the cache off, the exact cache on, and the exact + semantic cache on, in one
+run, over the OpenAI HTTP API (streaming, so TTFT is the first content event).
 
     bench/cache_workload.py [--requests 240] [--concurrency 16] [--repeat 0.35]
                             [--paraphrase 0.15] [--max-tokens 32] [--json OUT.jsonl]
 
 The sequence (seeded): a `repeat` share of the requests repeat an earlier request exactly, a
 `paraphrase` share ask an earlier question in other words (an exact cache cannot match them;
-they are here for the semantic cache, issue 17), the rest are new questions. Every request is
-greedy. Prints, per configuration, delivered completion tokens/s, TTFT P50/P99, and how many
-answers came from the cache."""
+they are for the semantic cache), the rest are new questions. Every request is greedy. Prints,
+per configuration, delivered completion tokens/s, TTFT P50/P99, how many answers came from the
+cache, and for the semantic configuration its hit precision: a cached answer to a paraphrase is
+right, a cached answer to a new question (another question's answer) is wrong."""
 import argparse
 import concurrent.futures
 import json
@@ -66,7 +67,9 @@ def start_server(args, work, cache):
     cmd = [str(args.build / "src/tools/strata-server"), "--model", str(args.model),
            "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0", "--port-file",
            str(port_file), "--threads", str(args.threads), "--log-level", "warn",
-           "--response-cache", "true" if cache == "exact" else "false"]
+           "--response-cache", "false" if cache == "off" else "true"]
+    if cache == "semantic":
+        cmd += ["--semantic-cache", "true", "--embedding-model", str(args.embedding_model)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not port_file.exists():
@@ -76,12 +79,13 @@ def start_server(args, work, cache):
     return proc, json.loads(port_file.read_text())["http_port"]
 
 
-def one(client, model, prompt, max_tokens):
+def one(client, model, prompt, max_tokens, semantic):
     t0 = time.monotonic()
     ttft, tokens, cached = None, 0, False
     stream = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-        temperature=0, stream=True, stream_options={"include_usage": True})
+        temperature=0, stream=True, stream_options={"include_usage": True},
+        extra_body={"cache_semantic": True} if semantic else None)
     for ev in stream:
         if ev.choices and ev.choices[0].delta.content and ttft is None:
             ttft = time.monotonic() - t0
@@ -101,7 +105,7 @@ def run(args, work, cache, requests):
         while True:  # the ports are bound before the model has loaded
             try:
                 model = client.models.list().data[0].id
-                one(client, model, "Warm up.", 4)
+                one(client, model, "Warm up.", 4, False)
                 break
             except openai.APIStatusError:
                 if time.monotonic() > deadline:
@@ -109,18 +113,27 @@ def run(args, work, cache, requests):
                 time.sleep(0.2)
         t0 = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
-            results = list(pool.map(lambda kp: one(client, model, kp[1], args.max_tokens),
-                                    requests))
+            results = list(pool.map(
+                lambda kp: one(client, model, kp[1], args.max_tokens, cache == "semantic"),
+                requests))
         wall = time.monotonic() - t0
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     ttfts = sorted(r[0] for r in results)
     pct = lambda q: ttfts[min(len(ttfts) - 1, int(q * len(ttfts)))] * 1e3
-    return {"cache": cache, "requests": len(results), "seconds": round(wall, 2),
-            "completion_tokens_per_s": round(sum(r[1] for r in results) / wall, 1),
-            "ttft_ms": {"p50": round(pct(0.5), 1), "p99": round(pct(0.99), 1)},
-            "cached_answers": sum(1 for r in results if r[2])}
+    cached_by_kind = {k: sum(1 for (kind, _), r in zip(requests, results) if kind == k and r[2])
+                      for k in ("new", "repeat", "paraphrase")}
+    row = {"cache": cache, "requests": len(results), "seconds": round(wall, 2),
+           "completion_tokens_per_s": round(sum(r[1] for r in results) / wall, 1),
+           "ttft_ms": {"p50": round(pct(0.5), 1), "p99": round(pct(0.99), 1)},
+           "cached_answers": sum(1 for r in results if r[2]), "cached_by_kind": cached_by_kind}
+    if cache == "semantic":
+        right, wrong = cached_by_kind["paraphrase"], cached_by_kind["new"]
+        row["semantic_hits"] = {"right": right, "wrong": wrong,
+                                "precision": round(right / (right + wrong), 3)
+                                if right + wrong else None}
+    return row
 
 
 def main():
@@ -134,6 +147,9 @@ def main():
     ap.add_argument("--paraphrase", type=float, default=0.15)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--embedding-model", type=Path, default=ROOT / "models" / "all-minilm-l6-v2")
+    ap.add_argument("--configs", default="off,exact,semantic",
+                    help="comma-separated: off, exact, semantic")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     requests = workload(args.requests, args.repeat, args.paraphrase, args.seed)
@@ -142,7 +158,7 @@ def main():
     print(f"workload: {len(requests)} requests, {kinds}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="strata-cache-bench-"))
     rows = []
-    for cache in ("off", "exact"):
+    for cache in args.configs.split(","):
         row = run(args, work, cache, requests)
         row["workload"] = kinds
         rows.append(row)
@@ -150,10 +166,16 @@ def main():
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
-    off, on = rows
-    print(f"exact cache vs off: {on['completion_tokens_per_s'] / off['completion_tokens_per_s']:.2f}x "
-          f"tokens/s, TTFT P50 {off['ttft_ms']['p50'] / max(on['ttft_ms']['p50'], 1e-3):.1f}x "
-          f"lower, {on['cached_answers']} of {on['requests']} answers cached")
+    by = {r["cache"]: r for r in rows}
+    off = by.get("off")
+    for name in ("exact", "semantic"):
+        on = by.get(name)
+        if off is None or on is None:
+            continue
+        print(f"{name} vs off: "
+              f"{on['completion_tokens_per_s'] / off['completion_tokens_per_s']:.2f}x tokens/s, "
+              f"TTFT P50 {off['ttft_ms']['p50'] / max(on['ttft_ms']['p50'], 1e-3):.1f}x lower, "
+              f"{on['cached_answers']} of {on['requests']} answers cached")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ namespace strata::cache {
 namespace {
 
 constexpr uint32_t kMagic = 0x31435253;  // "SRC1" little-endian
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;         // 2: the entry's labels (namespace, tags)
+constexpr size_t kMaxNamespaceBytes = 1024;
 
 class Writer {
  public:
@@ -83,6 +84,9 @@ std::string EncodeCachedResponse(const CachedResponse& response) {
     w.U32(static_cast<uint32_t>(lp.top.size()));
     for (const sampling::TokenLogprob& t : lp.top) WriteLogprob(w, t);
   }
+  w.Bytes(response.labels.cache_namespace);
+  w.U32(static_cast<uint32_t>(response.labels.tags.size()));
+  for (const std::string& tag : response.labels.tags) w.Bytes(tag);
   return w.Take();
 }
 
@@ -121,13 +125,21 @@ StatusOr<CachedResponse> DecodeCachedResponse(std::string_view bytes) {
       if (!ReadLogprob(r, &t)) return Corrupt("top logprobs");
     }
   }
+  if (!r.Bytes(kMaxNamespaceBytes, &out.labels.cache_namespace)) return Corrupt("namespace");
+  uint32_t n_tags = 0;
+  if (!r.U32(&n_tags) || n_tags > kMaxCacheTags) return Corrupt("tag count");
+  out.labels.tags.resize(n_tags);
+  for (std::string& tag : out.labels.tags) {
+    if (!r.Bytes(kMaxCacheTagBytes, &tag) || tag.empty()) return Corrupt("tag");
+  }
   if (!r.done()) return Corrupt("trailing bytes");
   return out;
 }
 
 size_t CachedResponseBytes(const CachedResponse& response) {
-  size_t bytes =
-      sizeof(CachedResponse) + response.token_ids.size() * sizeof(int32_t) + response.text.size();
+  size_t bytes = sizeof(CachedResponse) + response.token_ids.size() * sizeof(int32_t) +
+                 response.text.size() + response.labels.cache_namespace.size();
+  for (const std::string& tag : response.labels.tags) bytes += sizeof(tag) + tag.size();
   for (const sampling::SampleLogprobs& lp : response.logprobs) {
     bytes += sizeof(lp) + lp.top.size() * sizeof(sampling::TokenLogprob);
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "strata/cache/response_key.h"
+#include "strata/common/check.h"
 
 namespace strata::cache {
 
@@ -57,10 +58,19 @@ struct CachingSubmitter::Member {
   }
 };
 
+// What a request's semantic lookup computed, kept to index its own answer.
+struct CachingSubmitter::SemanticLookup {
+  std::string text;              // the request's compared text
+  std::string context;           // SemanticContextKey
+  std::vector<float> embedding;  // empty: no semantic lookup (or it failed)
+};
+
 // Identical requests sharing one computation of the wrapped submitter.
 struct CachingSubmitter::Flight {
   std::string key;
   std::chrono::seconds ttl{0};
+  uint64_t generation = 0;  // generation_ when it started: stored only if still current
+  SemanticLookup semantic;
   std::shared_ptr<RequestStream> inner;  // null until the wrapped Submit returned
   RequestId inner_id = 0;
   bool abandoned = false;  // every member left: cancelled, nothing stored
@@ -74,8 +84,18 @@ CachingSubmitter::CachingSubmitter(engine::RequestSubmitter* inner,
                                    std::vector<ResponseStore*> tiers, CachingOptions options,
                                    CacheObserver* observer)
     : inner_(inner), tiers_(std::move(tiers)), options_(std::move(options)), observer_(observer) {
-  if (std::any_of(tiers_.begin(), tiers_.end(), [](ResponseStore* t) { return t->blocking(); })) {
+  STRATA_CHECK(options_.semantic.embedder == nullptr ||
+               (options_.semantic.index != nullptr &&
+                options_.semantic.index->dimension() == options_.semantic.embedder->dimension()));
+  if (options_.semantic.embedder != nullptr ||
+      std::any_of(tiers_.begin(), tiers_.end(), [](ResponseStore* t) { return t->blocking(); })) {
     writer_ = std::thread([this] { WriterLoop(); });
+  }
+  if (options_.bus != nullptr) {
+    // The shared epoch now (bounded by the bus's timeout; the bus delivers it again whenever it
+    // (re)connects), then every replica's invalidations.
+    if (StatusOr<uint64_t> e = options_.bus->Epoch(); e.ok()) epoch_.store(*e);
+    options_.bus->Subscribe([this](const InvalidationEvent& event) { OnInvalidationEvent(event); });
   }
 }
 
@@ -90,17 +110,100 @@ CachingSubmitter::~CachingSubmitter() {
 
 void CachingSubmitter::WriterLoop() {
   for (;;) {
-    PendingWrite w;
+    std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(writer_mutex_);
       writer_wake_.wait(lock, [this] { return stopping_ || !writes_.empty(); });
       if (stopping_) return;
-      w = std::move(writes_.front());
+      task = std::move(writes_.front());
       writes_.pop_front();
     }
-    Status put = w.tier->Put(w.key, w.value, w.ttl);
-    if (!put.ok()) observer_->OnTierError(w.tier->tier(), put.message());
+    task();
   }
+}
+
+bool CachingSubmitter::Defer(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(writer_mutex_);
+    if (writes_.size() >= kMaxPendingWrites) return false;
+    writes_.push_back(std::move(task));
+  }
+  writer_wake_.notify_one();
+  return true;
+}
+
+std::optional<CachedResponse> CachingSubmitter::Lookup(const std::string& key,
+                                                       std::string_view cache,
+                                                       std::chrono::seconds ttl, bool* all_missed,
+                                                       std::string_view* hit_tier) {
+  *all_missed = true;
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    const Clock::time_point t = Clock::now();
+    StatusOr<CachedResponse> got = tiers_[i]->Get(key);
+    const double took = SecondsSince(t);
+    if (got.ok()) {
+      *all_missed = false;
+      if (hit_tier != nullptr) *hit_tier = tiers_[i]->tier();
+      if (!cache.empty()) observer_->OnLookup(cache, tiers_[i]->tier(), LookupResult::kHit, took);
+      for (size_t j = 0; j < i; ++j) {  // copy into the faster tiers
+        Status put = tiers_[j]->Put(key, *got, ttl, got->labels);
+        if (!put.ok()) observer_->OnTierError(tiers_[j]->tier(), put.message());
+      }
+      return std::move(*got);
+    }
+    if (got.status().code() == StatusCode::kNotFound) {
+      if (!cache.empty()) observer_->OnLookup(cache, tiers_[i]->tier(), LookupResult::kMiss, took);
+    } else {
+      *all_missed = false;
+      if (!cache.empty()) observer_->OnLookup(cache, tiers_[i]->tier(), LookupResult::kError, took);
+      observer_->OnTierError(tiers_[i]->tier(), got.status().message());
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<CachedResponse> CachingSubmitter::SemanticHit(const engine::Request& request,
+                                                            SemanticLookup* lookup) {
+  const SemanticOptions& sem = options_.semantic;
+  if (sem.embedder == nullptr || !request.cache.semantic || request.cache.semantic_text.empty()) {
+    return std::nullopt;
+  }
+  const Clock::time_point start = Clock::now();
+  lookup->context = SemanticContextKey(
+      {options_.model_digest, epoch_.load(), request.cache.cache_namespace, {}, &request.params},
+      request.cache.semantic_context);
+  StatusOr<embedding::Embeddings> embedded =
+      sem.embedder->Embed(std::span(&request.cache.semantic_text, 1));
+  if (!embedded.ok() || embedded->vectors.size() != 1) {
+    observer_->OnLookup("semantic", "l1", LookupResult::kError, SecondsSince(start));
+    observer_->OnTierError("embedding",
+                           embedded.ok() ? "no embedding" : embedded.status().message());
+    return std::nullopt;
+  }
+  if (embedded->token_counts.size() != 1 ||
+      embedded->token_counts[0] >= sem.embedder->max_tokens()) {
+    // Cut to the encoder's length (or not known not to be): texts differing only past the cut
+    // would look the same.
+    observer_->OnLookup("semantic", "l1", LookupResult::kMiss, SecondsSince(start));
+    return std::nullopt;
+  }
+  lookup->embedding = std::move(embedded->vectors[0]);
+  const std::vector<SemanticMatch> matches =
+      sem.index->Search(lookup->context, lookup->embedding, sem.candidates, sem.min_similarity);
+  for (const SemanticMatch& m : matches) {
+    if (sem.guard && !sem.guard(request.cache.semantic_text, m.text)) continue;
+    bool all_missed = false;
+    std::string_view tier;
+    if (std::optional<CachedResponse> hit =
+            Lookup(m.key, /*cache=*/"", options_.default_ttl, &all_missed, &tier)) {
+      observer_->OnLookup("semantic", tier, LookupResult::kHit, SecondsSince(start));
+      return hit;
+    }
+    // Its answer expired or was invalidated (here or on another replica): forget the text.
+    if (all_missed) sem.index->Remove(lookup->context, m.key);
+  }
+  observer_->OnLookup("semantic", "l1", LookupResult::kMiss, SecondsSince(start));
+  return std::nullopt;
 }
 
 StatusOr<std::shared_ptr<RequestStream>> CachingSubmitter::Submit(engine::Request request) {
@@ -129,7 +232,7 @@ StatusOr<std::shared_ptr<RequestStream>> CachingSubmitter::Submit(engine::Reques
     }
     flight->members.push_back(member);
     members_[member->out->id()] = flight;
-    observer_->OnLookup("inflight", LookupResult::kHit, SecondsSince(start));
+    observer_->OnLookup("response", "inflight", LookupResult::kHit, SecondsSince(start));
     return member->out;
   };
 
@@ -138,34 +241,29 @@ StatusOr<std::shared_ptr<RequestStream>> CachingSubmitter::Submit(engine::Reques
     if (auto it = flights_.find(key); it != flights_.end()) return join(it->second);
   }
 
-  for (size_t i = 0; i < tiers_.size(); ++i) {
-    const Clock::time_point t = Clock::now();
-    StatusOr<CachedResponse> got = tiers_[i]->Get(key);
-    const double took = SecondsSince(t);
-    if (got.ok()) {
-      observer_->OnLookup(tiers_[i]->tier(), LookupResult::kHit, took);
-      for (size_t j = 0; j < i; ++j) {  // copy into the faster tiers
-        Status put = tiers_[j]->Put(key, *got, ttl);
-        if (!put.ok()) observer_->OnTierError(tiers_[j]->tier(), put.message());
-      }
-      observer_->OnTokensServed(static_cast<int64_t>(got->token_ids.size()));
-      return Replay(request, *got, SecondsSince(start));
-    }
-    if (got.status().code() == StatusCode::kNotFound) {
-      observer_->OnLookup(tiers_[i]->tier(), LookupResult::kMiss, took);
-    } else {
-      observer_->OnLookup(tiers_[i]->tier(), LookupResult::kError, took);
-      observer_->OnTierError(tiers_[i]->tier(), got.status().message());
-    }
+  bool all_missed = false;
+  if (std::optional<CachedResponse> hit = Lookup(key, "response", ttl, &all_missed)) {
+    observer_->OnTokensServed("response", static_cast<int64_t>(hit->token_ids.size()));
+    return Replay(request, *hit, SecondsSince(start));
+  }
+  SemanticLookup semantic;
+  semantic.text = request.cache.semantic_text;
+  if (std::optional<CachedResponse> hit = SemanticHit(request, &semantic)) {
+    observer_->OnTokensServed("semantic", static_cast<int64_t>(hit->token_ids.size()));
+    return Replay(request, *hit, SecondsSince(start));
   }
 
   auto flight = std::make_shared<Flight>();
+  flight->so_far.labels.cache_namespace = request.cache.cache_namespace;
+  flight->so_far.labels.tags = request.cache.tags;
+  flight->semantic = std::move(semantic);
   std::shared_ptr<Member> leader;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = flights_.find(key); it != flights_.end()) return join(it->second);
     flight->key = key;
     flight->ttl = ttl;
+    flight->generation = generation_.load();
     leader = std::make_shared<Member>();
     leader->out = std::make_shared<RequestStream>(NextId());
     leader->leader = true;
@@ -254,31 +352,39 @@ void CachingSubmitter::OnChunks(const std::shared_ptr<Flight>& flight) {
   for (const StreamChunk& c : chunks) {
     for (const std::shared_ptr<Member>& m : members) m->Push(c);
     if (c.finish_reason.has_value() && joined > 0) {
-      observer_->OnTokensServed(joined * static_cast<int64_t>(flight->so_far.token_ids.size()));
+      observer_->OnTokensServed("response",
+                                joined * static_cast<int64_t>(flight->so_far.token_ids.size()));
     }
   }
 }
 
 void CachingSubmitter::Store(const Flight& flight) {
+  const uint64_t generation = flight.generation;
+  if (generation != generation_.load()) return;  // an invalidation came while it ran
   for (ResponseStore* tier : tiers_) {
     if (tier->blocking()) {
-      bool queued = false;
-      {
-        std::lock_guard<std::mutex> lock(writer_mutex_);
-        if (writes_.size() < kMaxPendingWrites) {
-          writes_.push_back({tier, flight.key, flight.so_far, flight.ttl});
-          queued = true;
-        }
-      }
-      if (queued) {
-        writer_wake_.notify_one();
-      } else {
+      auto put = [this, tier, generation, key = flight.key, value = flight.so_far,
+                  ttl = flight.ttl] {
+        if (generation != generation_.load()) return;
+        Status st = tier->Put(key, value, ttl, value.labels);
+        if (!st.ok()) observer_->OnTierError(tier->tier(), st.message());
+      };
+      if (!Defer(std::move(put))) {
         observer_->OnTierError(tier->tier(), "store queue full: entry dropped");
       }
       continue;
     }
-    Status put = tier->Put(flight.key, flight.so_far, flight.ttl);
+    Status put = tier->Put(flight.key, flight.so_far, flight.ttl, flight.so_far.labels);
     if (!put.ok()) observer_->OnTierError(tier->tier(), put.message());
+  }
+  if (!flight.semantic.embedding.empty()) {
+    auto add = [this, generation, context = flight.semantic.context,
+                embedding = flight.semantic.embedding, key = flight.key,
+                text = flight.semantic.text, labels = flight.so_far.labels] {
+      if (generation != generation_.load()) return;
+      options_.semantic.index->Add(context, embedding, key, text, labels);
+    };
+    if (!Defer(std::move(add))) observer_->OnTierError("semantic", "queue full: text not indexed");
   }
 }
 
@@ -335,9 +441,76 @@ void CachingSubmitter::Cancel(RequestId id) {
   if (cancel_inner != 0) inner_->Cancel(cancel_inner);
 }
 
-uint64_t CachingSubmitter::BumpEpoch() { return epoch_.fetch_add(1) + 1; }
+namespace {
+
+// Sets `value` to `to` when that is larger.
+void RaiseTo(std::atomic<uint64_t>& value, uint64_t to) {
+  uint64_t now = value.load();
+  while (now < to && !value.compare_exchange_weak(now, to)) {
+  }
+}
+
+}  // namespace
+
+StatusOr<uint64_t> CachingSubmitter::BumpEpoch() {
+  if (options_.bus == nullptr) return epoch_.fetch_add(1) + 1;
+  STRATA_ASSIGN_OR_RETURN(uint64_t shared, options_.bus->IncrementEpoch());
+  RaiseTo(epoch_, shared);
+  InvalidationEvent event;
+  event.kind = InvalidationEvent::Kind::kEpoch;
+  event.epoch = shared;
+  if (Status published = options_.bus->Publish(event); !published.ok()) {
+    // The other replicas adopt it when their bus next (re)connects.
+    observer_->OnTierError("bus", published.message());
+  }
+  return epoch_.load();
+}
+
+StatusOr<int64_t> CachingSubmitter::Invalidate(const CacheSelector& selector) {
+  generation_.fetch_add(1);
+  int64_t removed = 0;
+  std::string failed;
+  for (ResponseStore* tier : tiers_) {
+    StatusOr<int64_t> n = tier->Invalidate(selector);
+    if (n.ok()) {
+      removed = std::max(removed, *n);  // an entry held in two tiers is counted once
+    } else if (failed.empty()) {
+      failed = "tier " + std::string(tier->tier()) + ": " + n.status().message();
+    }
+  }
+  if (options_.semantic.index != nullptr) options_.semantic.index->Invalidate(selector);
+  if (options_.bus != nullptr) {
+    InvalidationEvent event;
+    event.selector = selector;
+    if (Status published = options_.bus->Publish(event); !published.ok() && failed.empty()) {
+      failed = "the invalidation bus: " + published.message();
+    }
+  }
+  if (!failed.empty()) {
+    return UnavailableError("the invalidation did not reach " + failed +
+                            " (what the other tiers held was dropped)");
+  }
+  return removed;
+}
+
+void CachingSubmitter::OnInvalidationEvent(const InvalidationEvent& event) {
+  if (event.kind == InvalidationEvent::Kind::kEpoch) {
+    RaiseTo(epoch_, event.epoch);
+    return;
+  }
+  generation_.fetch_add(1);
+  for (ResponseStore* tier : tiers_) {
+    if (tier->blocking()) continue;  // the shared tier was invalidated by the publisher
+    if (StatusOr<int64_t> n = tier->Invalidate(event.selector); !n.ok()) {
+      observer_->OnTierError(tier->tier(), n.status().message());
+    }
+  }
+  if (options_.semantic.index != nullptr) options_.semantic.index->Invalidate(event.selector);
+}
 
 Status CachingSubmitter::Clear() {
+  generation_.fetch_add(1);
+  if (options_.semantic.index != nullptr) options_.semantic.index->Invalidate(CacheSelector::All());
   Status first;
   for (ResponseStore* tier : tiers_) {
     Status st = tier->Clear();

@@ -20,16 +20,31 @@ StatusOr<CachedResponse> MemoryResponseStore::Get(const std::string& key) {
 }
 
 Status MemoryResponseStore::Put(const std::string& key, const CachedResponse& value,
-                                std::chrono::seconds ttl) {
-  const size_t bytes = CachedResponseBytes(value) + 2 * key.size();
+                                std::chrono::seconds ttl, const EntryLabels& labels) {
+  size_t bytes = CachedResponseBytes(value) + 2 * key.size() + labels.cache_namespace.size();
+  for (const std::string& tag : labels.tags) bytes += sizeof(tag) + tag.size();
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto found = index_.find(key); found != index_.end()) EraseLocked(found->second);
   if (bytes > max_bytes_ || ttl.count() <= 0) return OkStatus();
   while (bytes_ + bytes > max_bytes_ && !lru_.empty()) EraseLocked(std::prev(lru_.end()));
-  lru_.push_front(Entry{key, value, bytes, clock_() + ttl});
+  lru_.push_front(Entry{key, value, labels, bytes, clock_() + ttl});
   index_.emplace(key, lru_.begin());
   bytes_ += bytes;
   return OkStatus();
+}
+
+StatusOr<int64_t> MemoryResponseStore::Invalidate(const CacheSelector& selector) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t removed = 0;
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    const auto next = std::next(it);
+    if (selector.Selects(it->labels)) {
+      EraseLocked(it);
+      ++removed;
+    }
+    it = next;
+  }
+  return removed;
 }
 
 Status MemoryResponseStore::Clear() {

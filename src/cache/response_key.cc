@@ -52,17 +52,11 @@ std::string Sha256Hex(std::span<const uint8_t> bytes) {
   return Hex(digest, len);
 }
 
-std::string ResponseKey(const ResponseKeyInput& in) {
-  STRATA_CHECK(in.params != nullptr);
-  const sampling::SamplingParams& p = *in.params;
+namespace {
+
+// Every output-affecting sampling field (those a greedy request cannot be affected by left out).
+void PutParams(const sampling::SamplingParams& p, Canonical& c) {
   const bool greedy = p.temperature == 0.0f;
-  Canonical c;
-  c.Put(std::string_view("strata response v1"));
-  c.Put(in.model_digest);
-  c.Put<uint64_t>(in.epoch);
-  c.Put(in.cache_namespace);
-  c.Put<uint64_t>(in.prompt.size());
-  for (int32_t t : in.prompt) c.Put<int32_t>(t);
   c.Put<float>(p.temperature);
   c.Put<int32_t>(greedy ? 0 : p.top_k);
   c.Put<float>(greedy ? 1.0f : p.top_p);
@@ -79,9 +73,38 @@ std::string ResponseKey(const ResponseKeyInput& in) {
   c.Put<uint8_t>(p.ignore_eos ? 1 : 0);
   c.Put<int32_t>(p.max_tokens);
   c.Put<int32_t>(p.logprobs);
+}
+
+std::string Digest(const Canonical& c) {
   const std::string& bytes = c.str();
-  return "resp:v1:" +
-         Sha256Hex(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  return Sha256Hex(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+}
+
+}  // namespace
+
+std::string ResponseKey(const ResponseKeyInput& in) {
+  STRATA_CHECK(in.params != nullptr);
+  Canonical c;
+  c.Put(std::string_view("strata response v1"));
+  c.Put(in.model_digest);
+  c.Put<uint64_t>(in.epoch);
+  c.Put(in.cache_namespace);
+  c.Put<uint64_t>(in.prompt.size());
+  for (int32_t t : in.prompt) c.Put<int32_t>(t);
+  PutParams(*in.params, c);
+  return "resp:v1:" + Digest(c);
+}
+
+std::string SemanticContextKey(const ResponseKeyInput& in, std::string_view context) {
+  STRATA_CHECK(in.params != nullptr);
+  Canonical c;
+  c.Put(std::string_view("strata semantic v1"));
+  c.Put(in.model_digest);
+  c.Put<uint64_t>(in.epoch);
+  c.Put(in.cache_namespace);
+  c.Put(context);
+  PutParams(*in.params, c);
+  return "sem:v1:" + Digest(c);
 }
 
 }  // namespace strata::cache

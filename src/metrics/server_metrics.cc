@@ -104,6 +104,23 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
                       .Help("Bytes held, by cache and tier")
                       .Register(*registry_);
 
+  embedding_requests_ = &prometheus::BuildCounter()
+                             .Name("strata_embedding_requests_total")
+                             .Help("Embedding calls ended, by transport and gRPC status code")
+                             .Register(*registry_);
+  embedding_texts_ = counter("strata_embedding_texts_total", "Texts embedded");
+  embedding_tokens_ =
+      counter("strata_embedding_tokens_total", "Tokens of the texts embedded ([CLS]/[SEP] in)");
+  embedding_batch_texts_ =
+      &prometheus::BuildHistogram()
+           .Name("strata_embedding_batch_texts")
+           .Help("Texts per embedding encoder pass (concurrent calls share passes)")
+           .Register(*registry_)
+           .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
+                                                            1024, 2048, 4096});
+  embedding_ =
+      AddLatency("embedding", "Time of one embedding call, from its arrival to its answer");
+
   auto gauge = [&](const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
   };
@@ -229,6 +246,20 @@ void ServerMetrics::SetCacheSize(std::string_view cache, std::string_view tier, 
   const prometheus::Labels labels = {{"cache", std::string(cache)}, {"tier", std::string(tier)}};
   cache_entries_->Add(labels).Set(static_cast<double>(entries));
   cache_bytes_->Add(labels).Set(static_cast<double>(bytes));
+}
+
+void ServerMetrics::ObserveEmbeddingCall(std::string_view transport, std::string_view code,
+                                         int64_t texts, int64_t tokens, double seconds) {
+  embedding_requests_->Add({{"transport", std::string(transport)}, {"code", std::string(code)}})
+      .Increment();
+  if (code != "OK") return;
+  embedding_texts_->Increment(static_cast<double>(texts));
+  embedding_tokens_->Increment(static_cast<double>(tokens));
+  embedding_.Observe(seconds);
+}
+
+void ServerMetrics::ObserveEmbeddingPass(int64_t texts) {
+  embedding_batch_texts_->Observe(static_cast<double>(texts));
 }
 
 }  // namespace strata::metrics

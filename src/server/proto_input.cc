@@ -54,6 +54,8 @@ GenerationInput InputFromProto(const v1::GenerateRequest& request) {
     if (c.has_use()) in.cache.use = c.use();
     in.cache.cache_namespace = c.namespace_();
     in.cache.ttl_seconds = c.ttl_seconds();
+    in.cache.tags.assign(c.tags().begin(), c.tags().end());
+    in.cache.semantic = c.semantic();
   }
   return in;
 }

@@ -119,6 +119,38 @@ StatusOr<sampling::SamplingParams> RequestTranslator::Sampling(const SamplingInp
   return p;
 }
 
+namespace {
+
+void PutField(std::string_view field, std::string* out) {
+  *out += std::to_string(field.size());
+  *out += ':';
+  *out += field;
+}
+
+}  // namespace
+
+// What the semantic cache compares: a prompt's text, or a chat's last turn when it is the
+// user's; everything else of the input (the kind, earlier turns, the generation prompt) must be
+// equal, so it goes into the context. Token ids have no text: no semantic lookup.
+void RequestTranslator::SemanticTextOf(const GenerationInput& input, engine::CachePolicy* policy) {
+  if (input.kind == GenerationInput::Kind::kText) {
+    policy->semantic_text = input.text;
+    policy->semantic_context = "text";
+    return;
+  }
+  if (input.kind != GenerationInput::Kind::kChat || input.chat.empty() ||
+      input.chat.back().role != "user") {
+    return;
+  }
+  policy->semantic_text = input.chat.back().content;
+  std::string& context = policy->semantic_context;
+  context = input.add_generation_prompt.value_or(true) ? "chat+gen" : "chat";
+  for (size_t i = 0; i + 1 < input.chat.size(); ++i) {
+    PutField(input.chat[i].role, &context);
+    PutField(input.chat[i].content, &context);
+  }
+}
+
 StatusOr<engine::CachePolicy> RequestTranslator::CachePolicyOf(
     const GenerationInput& input, const sampling::SamplingParams& params) const {
   const CacheInput& c = input.cache;
@@ -132,12 +164,29 @@ StatusOr<engine::CachePolicy> RequestTranslator::CachePolicyOf(
     return InvalidArgumentError("cache.ttl_seconds must be >= 0, got " +
                                 std::to_string(c.ttl_seconds));
   }
+  if (c.tags.size() > cache::kMaxCacheTags) {
+    return InvalidArgumentError("cache.tags may hold at most " +
+                                std::to_string(cache::kMaxCacheTags) + " tags, got " +
+                                std::to_string(c.tags.size()));
+  }
+  for (size_t i = 0; i < c.tags.size(); ++i) {
+    const std::string field = "cache.tags[" + std::to_string(i) + "]";
+    if (c.tags[i].empty() || c.tags[i].size() > cache::kMaxCacheTagBytes) {
+      return InvalidArgumentError(field + " must be 1.." +
+                                  std::to_string(cache::kMaxCacheTagBytes) + " bytes, got " +
+                                  std::to_string(c.tags[i].size()));
+    }
+    STRATA_RETURN_IF_ERROR(BadUtf8(field, c.tags[i]));
+  }
   engine::CachePolicy policy;
   // Deterministic: greedy, or sampled from a seed the client chose (a drawn seed would make
   // the answer one draw among many).
   policy.cacheable = c.use && (params.temperature == 0.0f || input.sampling.seed.has_value());
   policy.cache_namespace = c.cache_namespace;
   policy.ttl_seconds = c.ttl_seconds;
+  policy.tags = c.tags;
+  policy.semantic = policy.cacheable && c.semantic;
+  if (policy.semantic) SemanticTextOf(input, &policy);
   return policy;
 }
 

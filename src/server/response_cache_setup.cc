@@ -3,25 +3,33 @@
 #include <string>
 
 #include "strata/common/logging.h"
+#include "strata/embedding/semantic_guard.h"
 
 namespace strata::server {
 
 CacheMetricsObserver::CacheMetricsObserver(metrics::ServerMetrics* metrics,
-                                           const cache::ResponseStore* l1)
-    : metrics_(metrics), l1_(l1) {}
+                                           const cache::ResponseStore* l1,
+                                           const cache::SemanticIndex* index)
+    : metrics_(metrics), l1_(l1), index_(index) {}
 
-void CacheMetricsObserver::OnLookup(std::string_view tier, cache::LookupResult result,
-                                    double seconds) {
+void CacheMetricsObserver::OnLookup(std::string_view cache, std::string_view tier,
+                                    cache::LookupResult result, double seconds) {
   const char* name = result == cache::LookupResult::kHit    ? "hit"
                      : result == cache::LookupResult::kMiss ? "miss"
                                                             : "error";
-  metrics_->ObserveCacheLookup("response", tier, name, seconds);
+  metrics_->ObserveCacheLookup(cache, tier, name, seconds);
   const cache::StoreStats stats = l1_->stats();
   metrics_->SetCacheSize("response", l1_->tier(), stats.entries, stats.bytes);
+  if (index_ != nullptr) {
+    const auto entries = static_cast<int64_t>(index_->size());
+    // Each entry: its embedding twice (the graph's copy and the one kept for rebuilds).
+    metrics_->SetCacheSize("semantic", "l1", entries,
+                           entries * 2 * index_->dimension() * static_cast<int64_t>(sizeof(float)));
+  }
 }
 
-void CacheMetricsObserver::OnTokensServed(int64_t tokens) {
-  metrics_->CountCacheTokensServed("response", tokens);
+void CacheMetricsObserver::OnTokensServed(std::string_view cache, int64_t tokens) {
+  metrics_->CountCacheTokensServed(cache, tokens);
 }
 
 void CacheMetricsObserver::OnTierError(std::string_view tier, std::string_view what) {
@@ -52,11 +60,28 @@ StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text) {
 StatusOr<std::unique_ptr<ResponseCache>> MakeResponseCache(const ServerConfig& config,
                                                            engine::RequestSubmitter* engine,
                                                            std::string model_digest,
-                                                           metrics::ServerMetrics* metrics) {
+                                                           metrics::ServerMetrics* metrics,
+                                                           embedding::TextEmbedder* embedder) {
+  if (config.semantic_cache && embedder == nullptr) {
+    return FailedPreconditionError("semantic_cache needs an embedding model");
+  }
   auto rc = std::make_unique<ResponseCache>();
   rc->l1 = std::make_unique<cache::MemoryResponseStore>(
       static_cast<size_t>(config.response_cache_bytes));
-  rc->observer = std::make_unique<CacheMetricsObserver>(metrics, rc->l1.get());
+  cache::CachingOptions options;
+  if (config.semantic_cache) {
+    rc->semantic_index = std::make_unique<cache::SemanticIndex>(
+        embedder->dimension(), static_cast<size_t>(config.semantic_cache_max_entries));
+    options.semantic.embedder = embedder;
+    options.semantic.index = rc->semantic_index.get();
+    options.semantic.min_similarity = static_cast<float>(config.semantic_cache_threshold);
+    // What embeddings blur (numbers, names, direction, negation, a swapped word) must agree.
+    options.semantic.guard = [](std::string_view a, std::string_view b) {
+      return embedding::SemanticGuardAllows(a, b);
+    };
+  }
+  rc->observer =
+      std::make_unique<CacheMetricsObserver>(metrics, rc->l1.get(), rc->semantic_index.get());
   std::vector<cache::ResponseStore*> tiers = {rc->l1.get()};
   if (!config.response_cache_redis.empty()) {
     STRATA_ASSIGN_OR_RETURN(auto endpoint, ParseHostPort(config.response_cache_redis));
@@ -64,15 +89,21 @@ StatusOr<std::unique_ptr<ResponseCache>> MakeResponseCache(const ServerConfig& c
     redis.host = endpoint.first;
     redis.port = endpoint.second;
     redis.timeout = std::chrono::milliseconds(config.response_cache_redis_timeout_ms);
-    rc->l2 = std::make_unique<cache::RedisResponseStore>(std::move(redis));
+    rc->l2 = std::make_unique<cache::RedisResponseStore>(redis);
     tiers.push_back(rc->l2.get());
+    cache::RedisInvalidationBusOptions bus;
+    bus.host = redis.host;
+    bus.port = redis.port;
+    bus.key_prefix = redis.key_prefix;
+    rc->bus = std::make_unique<cache::RedisInvalidationBus>(std::move(bus));
+    options.bus = rc->bus.get();
   }
-  cache::CachingOptions options;
   options.model_digest = std::move(model_digest);
   options.default_ttl = std::chrono::seconds(config.response_cache_ttl_seconds);
   rc->submitter = std::make_unique<cache::CachingSubmitter>(engine, std::move(tiers),
                                                             std::move(options), rc->observer.get());
   metrics->SetCacheSize("response", "l1", 0, 0);
+  if (rc->semantic_index != nullptr) metrics->SetCacheSize("semantic", "l1", 0, 0);
   return rc;
 }
 

@@ -18,12 +18,17 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "strata/cache/response_key.h"
 #include "strata/common/logging.h"
+#include "strata/embedding/embedding_batcher.h"
 #include "strata/metrics/server_metrics.h"
+#include "strata/server/cache_admin.h"
+#include "strata/server/cache_admin_service.h"
+#include "strata/server/embedding_service.h"
 #include "strata/server/generation_service.h"
 #include "strata/server/http/http_frontend.h"
 #include "strata/server/response_cache_setup.h"
@@ -42,6 +47,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr char kServiceName[] = "strata.v1.Generation";
+constexpr char kEmbeddingServiceName[] = "strata.v1.Embedding";
 // Room for a request's other fields next to a prompt of --max-message-bytes.
 constexpr int64_t kMessageSlack = 64 << 10;
 
@@ -62,11 +68,12 @@ int WaitForSignal(const sigset_t& set, std::chrono::milliseconds timeout) {
   return sig > 0 ? sig : 0;
 }
 
-void SetHealth(grpc::Server* server, bool serving) {
+void SetHealth(grpc::Server* server, bool serving, bool embedding) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   if (health == nullptr) return;
   health->SetServingStatus(serving);
   health->SetServingStatus(kServiceName, serving);
+  if (embedding) health->SetServingStatus(kEmbeddingServiceName, serving);
 }
 
 metrics::StepRecord ToStepRecord(const engine::EngineStats& s) {
@@ -173,6 +180,32 @@ int RunServer(const ServerConfig& config) {
   const std::vector<int> metrics_ports = exposer->GetListeningPorts();
   const int metrics_port = metrics_ports.empty() ? config.metrics_port : metrics_ports.front();
 
+  // The embedding model is small (tens of MB): loaded before any port is bound, so a bad folder
+  // is one clear line and exit 1.
+  std::unique_ptr<embedding::TextEmbedder> embedder;
+  if (!config.embedding_model.empty()) {
+    const Clock::time_point t = Clock::now();
+    embedding::SentenceEncoderOptions encoder;
+    encoder.num_threads = config.embedding_threads;
+    embedding::EmbeddingBatcherOptions batching;
+    batching.max_batch_texts = config.embedding_max_batch;
+    batching.on_pass = [&metrics](const embedding::EmbeddingPass& pass) {
+      metrics.ObserveEmbeddingPass(pass.texts);
+    };
+    StatusOr<std::unique_ptr<embedding::EmbeddingBatcher>> loaded =
+        embedding::EmbeddingBatcher::Load(config.embedding_model, encoder, batching);
+    if (!loaded.ok()) {
+      Log(LogLevel::kError, "cannot load the embedding model",
+          {{"embedding_model", config.embedding_model}, {"error", loaded.status().ToString()}});
+      return 1;
+    }
+    embedder = std::move(*loaded);
+    Log(LogLevel::kInfo, "embedding model loaded",
+        {{"embedding_model", std::string(embedder->model_name())},
+         {"dimension", std::to_string(embedder->dimension())},
+         {"seconds", std::to_string(std::chrono::duration<double>(Clock::now() - t).count())}});
+  }
+
   ServingState state(&metrics, config.log_prompts);
   ServiceOptions service_options;
   service_options.max_tokenize_bytes = static_cast<size_t>(config.max_message_bytes);
@@ -189,13 +222,36 @@ int RunServer(const ServerConfig& config) {
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<int64_t>(config.max_message_bytes + kMessageSlack, INT32_MAX)));
   builder.RegisterService(&service);
+  // strata.v1.Embedding exists only with an embedding model (without, gRPC answers UNIMPLEMENTED).
+  EmbeddingServiceOptions embedding_options;
+  embedding_options.max_total_bytes = static_cast<size_t>(config.max_message_bytes);
+  EmbeddingService embedding_service(&state, embedder.get(), embedding_options);
+  if (embedder != nullptr) builder.RegisterService(&embedding_service);
+  // The operator's cache controls, behind the admin token (--admin-token-file).
+  std::unique_ptr<CacheAdmin> cache_admin;
+  std::unique_ptr<CacheAdminService> cache_admin_service;
+  if (!config.admin_token_file.empty()) {
+    std::ifstream in(config.admin_token_file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    StatusOr<std::string> token =
+        in ? ParseAdminToken(text.str()) : StatusOr<std::string>(NotFoundError("cannot read it"));
+    if (!token.ok()) {
+      Log(LogLevel::kError, "cannot use the admin token file",
+          {{"file", config.admin_token_file}, {"error", token.status().message()}});
+      return 1;
+    }
+    cache_admin = std::make_unique<CacheAdmin>(std::move(*token), config.response_cache);
+    cache_admin_service = std::make_unique<CacheAdminService>(cache_admin.get());
+    builder.RegisterService(cache_admin_service.get());
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     Log(LogLevel::kError, "cannot serve gRPC (is the port taken?)",
         {{"address", HostPort(config.host, config.grpc_port)}});
     return 1;
   }
-  SetHealth(server.get(), false);
+  SetHealth(server.get(), false, embedder != nullptr);
 
   // The OpenAI-compatible API, over the same ServingState: /health answers 503 while loading.
   std::unique_ptr<http::HttpFrontend> http_frontend;
@@ -209,6 +265,8 @@ int RunServer(const ServerConfig& config) {
     http_options.metrics_text = [&metrics] {
       return prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
     };
+    http_options.cache_admin = cache_admin.get();
+    http_options.embeddings = embedder.get();
     http_frontend = std::make_unique<http::HttpFrontend>(&state, std::move(http_options));
     if (Status started = http_frontend->Start(); !started.ok()) {
       Log(LogLevel::kError, "cannot serve HTTP", {{"error", started.message()}});
@@ -258,7 +316,7 @@ int RunServer(const ServerConfig& config) {
          {"digest_seconds",
           std::to_string(std::chrono::duration<double>(Clock::now() - digest_start).count())}});
     StatusOr<std::unique_ptr<ResponseCache>> made =
-        MakeResponseCache(config, &engine, std::move(digest), &metrics);
+        MakeResponseCache(config, &engine, std::move(digest), &metrics, embedder.get());
     if (!made.ok()) {
       Log(LogLevel::kError, "cannot set up the response cache",
           {{"error", made.status().ToString()}});
@@ -267,11 +325,12 @@ int RunServer(const ServerConfig& config) {
     }
     response_cache = std::move(*made);
     (*model)->submitter = response_cache->submitter.get();
+    if (cache_admin != nullptr) cache_admin->Attach(response_cache->submitter.get());
   }
   metrics.ObserveStep(ToStepRecord(engine.Stats()));
   engine.Start();
   state.Activate(model->get());
-  SetHealth(server.get(), true);
+  SetHealth(server.get(), true, embedder != nullptr);
   const v1::ModelInfo& info = (*model)->info;
   Log(LogLevel::kInfo, "serving",
       {{"model", info.name()},
@@ -288,7 +347,7 @@ int RunServer(const ServerConfig& config) {
       {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
        {"in_flight", std::to_string(state.in_flight())},
        {"grace_seconds", std::to_string(config.drain_grace_seconds)}});
-  SetHealth(server.get(), false);
+  SetHealth(server.get(), false, embedder != nullptr);
   state.BeginDrain();
   const auto grace = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(config.drain_grace_seconds));

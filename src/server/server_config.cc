@@ -219,6 +219,53 @@ const std::vector<Setting>& Settings() {
        {},
        "bound of each Redis call; a Redis that fails is skipped (requests served uncached) and "
        "retried a second later"},
+      {"embedding_model",
+       &ServerConfig::embedding_model,
+       0,
+       0,
+       {},
+       "sentence-embedding model folder (e.g. models/all-minilm-l6-v2) for the semantic cache "
+       "and the embeddings endpoints; empty: none"},
+      {"embedding_threads",
+       &ServerConfig::embedding_threads,
+       1,
+       256,
+       {},
+       "threads of the embedding encoder (they compete with the engine's --threads)"},
+      {"embedding_max_batch",
+       &ServerConfig::embedding_max_batch,
+       1,
+       4096,
+       {},
+       "texts per embedding encoder pass at most (concurrent calls are batched)"},
+      {"semantic_cache",
+       &ServerConfig::semantic_cache,
+       0,
+       0,
+       {},
+       "also answer requests that ask for it (cache semantic) with the answer of an earlier "
+       "request whose text is similar and whose other parameters are equal; needs "
+       "--response-cache and --embedding-model"},
+      {"semantic_cache_threshold",
+       &ServerConfig::semantic_cache_threshold,
+       0.5,
+       1.0,
+       {},
+       "cosine similarity of two texts' embeddings at or above which the semantic cache hits "
+       "(docs/benchmarks/semantic-threshold.md: precision by threshold)"},
+      {"semantic_cache_max_entries",
+       &ServerConfig::semantic_cache_max_entries,
+       1,
+       int64_t{10} << 20,
+       {},
+       "texts the semantic cache indexes at most (the oldest leave first)"},
+      {"admin_token_file",
+       &ServerConfig::admin_token_file,
+       0,
+       0,
+       {},
+       "file whose first line is the token CacheAdmin calls (gRPC) and /admin/ requests (HTTP) "
+       "must present as 'authorization: Bearer TOKEN'; empty: those endpoints are off"},
       {"drain_grace_seconds",
        &ServerConfig::drain_grace_seconds,
        0,
@@ -500,6 +547,14 @@ StatusOr<ServerConfig> LoadServerConfig(
   }
   if (config.model.empty()) {
     return InvalidArgumentError("the model is required: --model FILE (or STRATA_MODEL)");
+  }
+  if (config.semantic_cache && !config.response_cache) {
+    return InvalidArgumentError("semantic_cache needs response_cache (--response-cache)");
+  }
+  if (config.semantic_cache && config.embedding_model.empty()) {
+    return InvalidArgumentError(
+        "semantic_cache needs an embedding model (--embedding-model DIR, e.g. "
+        "models/all-minilm-l6-v2)");
   }
   return config;
 }

@@ -14,6 +14,13 @@
 //     --threads N      encoder threads (default: all cores)
 //     --batch N        texts per Encode call (default 32)
 //     --bench R        encode the input R times after a warm-up, print texts/s, no vectors
+//     --pairs          input lines are pairs, {"a": "...", "b": "..."}; one JSON object out
+//                      per pair: {"cosine": C, "guard": true|false, "vetoes": [RULE, ...]},
+//                      C the dot product of the two embeddings (unit length, so their
+//                      cosine), guard whether SemanticGuardAllows(a, b), vetoes every rule of
+//                      the guard the pair breaks, in the guard's order ([] when allowed; names
+//                      as GuardVetoName, see strata/embedding/semantic_guard.h). What the
+//                      semantic cache checks, for bench/semantic_threshold.py.
 // MODEL_DIR is a sentence-transformers folder (models/all-minilm-l6-v2 after scripts/setup).
 // Exit codes: 0 done, 1 a model or text error (one line on stderr), 2 a bad flag.
 #include <chrono>
@@ -22,9 +29,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "strata/common/tool_args.h"
+#include "strata/embedding/semantic_guard.h"
 #include "strata/embedding/sentence_encoder.h"
 
 namespace {
@@ -39,6 +49,7 @@ struct Flags {
   bool jsonl = false;
   bool tokenize = false;
   bool words = false;
+  bool pairs = false;
   int batch = 32;
   int bench_repeat = 0;
   strata::embedding::SentenceEncoderOptions options;
@@ -46,8 +57,8 @@ struct Flags {
 
 [[noreturn]] void Usage() {
   std::fprintf(stderr,
-               "usage: strata-embed MODEL_DIR [--jsonl] [--tokenize | --words] [--max-tokens N] "
-               "[--threads N] [--batch N] [--bench R] < texts\n");
+               "usage: strata-embed MODEL_DIR [--jsonl] [--tokenize | --words | --pairs] "
+               "[--max-tokens N] [--threads N] [--batch N] [--bench R] < texts\n");
   std::exit(2);
 }
 
@@ -65,6 +76,8 @@ Flags ParseFlags(int argc, char** argv) {
       flags.tokenize = true;
     } else if (arg == "--words") {
       flags.words = true;
+    } else if (arg == "--pairs") {
+      flags.pairs = true;
     } else if (arg == "--max-tokens") {
       flags.options.max_tokens = static_cast<int>(kArgs.Int(arg, value(), 2));
     } else if (arg == "--threads") {
@@ -84,6 +97,12 @@ Flags ParseFlags(int argc, char** argv) {
     }
   }
   if (flags.model_dir.empty()) Usage();
+  if (flags.pairs && (flags.jsonl || flags.tokenize || flags.words || flags.bench_repeat > 0)) {
+    kArgs.Fail(
+        "--pairs reads its own JSON lines and takes no --jsonl, --tokenize, --words or "
+        "--bench",
+        2);
+  }
   return flags;
 }
 
@@ -156,6 +175,56 @@ int Embed(SentenceEncoder& encoder, const std::vector<std::string>& texts, int b
   return 0;
 }
 
+// --pairs: each non-blank line's two texts, embedded once per distinct text, then per pair the
+// cosine of the embeddings and the semantic guard's verdict.
+int Pairs(SentenceEncoder& encoder, const std::vector<std::string>& lines, int batch) {
+  std::vector<std::string> texts;
+  std::unordered_map<std::string, size_t> index;
+  std::vector<std::pair<size_t, size_t>> pairs;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find_first_not_of(" \t\r") == std::string::npos) continue;  // blank
+    const Json pair = Json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    if (!pair.is_object() || !pair.contains("a") || !pair["a"].is_string() || !pair.contains("b") ||
+        !pair["b"].is_string()) {
+      kArgs.Fail("line " + std::to_string(i + 1) + ": expected {\"a\": STRING, \"b\": STRING}");
+    }
+    size_t ids[2];
+    for (int side = 0; side < 2; ++side) {
+      std::string text = pair[side == 0 ? "a" : "b"].get<std::string>();
+      const auto [it, added] = index.try_emplace(text, texts.size());
+      if (added) texts.push_back(std::move(text));
+      ids[side] = it->second;
+    }
+    pairs.emplace_back(ids[0], ids[1]);
+  }
+  std::vector<std::vector<float>> embeddings;
+  for (size_t begin = 0; begin < texts.size(); begin += batch) {
+    const size_t n = std::min(texts.size() - begin, static_cast<size_t>(batch));
+    auto part = encoder.Encode(std::span(texts).subspan(begin, n));
+    if (!part.ok()) kArgs.Fail(part.status().ToString());
+    for (std::vector<float>& e : *part) embeddings.push_back(std::move(e));
+  }
+  for (const auto& [a, b] : pairs) {
+    double cosine = 0;
+    for (size_t k = 0; k < embeddings[a].size(); ++k) {
+      cosine += static_cast<double>(embeddings[a][k]) * embeddings[b][k];
+    }
+    // What serving checks (SemanticGuardAllows), and every rule the pair breaks.
+    const bool allowed = strata::embedding::SemanticGuardAllows(texts[a], texts[b]);
+    const uint32_t broken = strata::embedding::SemanticGuardVetoes(texts[a], texts[b]);
+    std::string vetoes;
+    for (int rule = 1; rule < 32; ++rule) {
+      if ((broken >> rule & 1) == 0) continue;
+      vetoes += vetoes.empty() ? "\"" : ", \"";
+      vetoes += strata::embedding::GuardVetoName(static_cast<strata::embedding::GuardVeto>(rule));
+      vetoes += "\"";
+    }
+    std::printf("{\"cosine\": %.9g, \"guard\": %s, \"vetoes\": [%s]}\n", cosine,
+                allowed ? "true" : "false", vetoes.c_str());
+  }
+  return 0;
+}
+
 int Bench(SentenceEncoder& encoder, const std::vector<std::string>& texts, int repeat) {
   if (!encoder.Encode(texts).ok()) kArgs.Fail("the texts do not encode");  // warm-up
   const auto start = std::chrono::steady_clock::now();
@@ -178,6 +247,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> texts;
   std::vector<std::string> errors;
   std::string line;
+  if (flags.pairs) {
+    std::vector<std::string> lines;
+    while (std::getline(std::cin, line)) lines.push_back(line);
+    return Pairs(**encoder, lines, flags.batch);
+  }
   while (std::getline(std::cin, line)) {
     std::string error;
     texts.push_back(flags.jsonl ? ParseJsonLine(line, &error) : line);

@@ -25,17 +25,20 @@ ROOT = Path(__file__).resolve().parents[2]
 def _generate_stubs():
     out = Path(tempfile.mkdtemp(prefix="strata-stubs-"))
     proto_dir = ROOT / "proto"
+    protos = sorted((proto_dir / "strata" / "v1").glob("*.proto"))
     rc = protoc.main([
         "grpc_tools.protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}",
-        str(proto_dir / "strata" / "v1" / "generation.proto")
+        *[str(p) for p in protos]
     ])
-    assert rc == 0, "protoc failed on proto/strata/v1/generation.proto"
+    assert rc == 0, "protoc failed on proto/strata/v1"
     sys.path.insert(0, str(out))
-    return (importlib.import_module("strata.v1.generation_pb2"),
-            importlib.import_module("strata.v1.generation_pb2_grpc"))
+    return {p.stem: (importlib.import_module(f"strata.v1.{p.stem}_pb2"),
+                     importlib.import_module(f"strata.v1.{p.stem}_pb2_grpc")) for p in protos}
 
 
-pb, pb_grpc = _generate_stubs()
+_stubs = _generate_stubs()
+pb, pb_grpc = _stubs["generation"]
+admin_pb, admin_pb_grpc = _stubs["cache_admin"]
 
 
 def build_dir() -> Path:

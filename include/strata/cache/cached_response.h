@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/cache/cache_selector.h"
 #include "strata/common/status.h"
 #include "strata/sampling/finish_reason.h"
 #include "strata/sampling/logprobs.h"
@@ -24,6 +25,7 @@ struct CachedResponse {
   std::vector<sampling::SampleLogprobs> logprobs;  // empty, or one per token
   sampling::FinishReason finish_reason = sampling::FinishReason::kStop;  // kStop or kLength
   int64_t prompt_tokens = 0;
+  EntryLabels labels;  // the namespace and tags of the request that computed it
 };
 
 // Bounds DecodeCachedResponse enforces (and EncodeCachedResponse's callers respect).

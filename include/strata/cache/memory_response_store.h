@@ -24,8 +24,10 @@ class MemoryResponseStore final : public ResponseStore {
 
   std::string_view tier() const override { return "l1"; }
   StatusOr<CachedResponse> Get(const std::string& key) override;
-  Status Put(const std::string& key, const CachedResponse& value,
-             std::chrono::seconds ttl) override;
+  Status Put(const std::string& key, const CachedResponse& value, std::chrono::seconds ttl,
+             const EntryLabels& labels) override;
+  // Scans every entry: O(entries), under the tier's lock.
+  StatusOr<int64_t> Invalidate(const CacheSelector& selector) override;
   Status Clear() override;
   StoreStats stats() const override;
 
@@ -33,6 +35,7 @@ class MemoryResponseStore final : public ResponseStore {
   struct Entry {
     std::string key;
     CachedResponse value;
+    EntryLabels labels;
     size_t bytes = 0;
     std::chrono::steady_clock::time_point expires;
   };

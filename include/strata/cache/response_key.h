@@ -28,6 +28,12 @@ struct ResponseKeyInput {
 // "resp:v1:" followed by 64 hex digits (SHA-256 of a canonical encoding of the input).
 std::string ResponseKey(const ResponseKeyInput& input);
 
+// The semantic cache's context: what must be equal, besides a similar text, for one request to
+// be answered with another's answer: the key's fields except the prompt, plus `context` (what
+// the compared text does not cover, e.g. the earlier turns of a chat). "sem:v1:" + 64 hex.
+// `in.prompt` is ignored.
+std::string SemanticContextKey(const ResponseKeyInput& input, std::string_view context);
+
 // Lower-case hex SHA-256 of `bytes` (OpenSSL).
 std::string Sha256Hex(std::span<const uint8_t> bytes);
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "strata/cache/cache_selector.h"
 #include "strata/cache/cached_response.h"
 #include "strata/common/status.h"
 
@@ -36,10 +37,15 @@ class ResponseStore {
   // (the caller serves the request uncached and counts it).
   virtual StatusOr<CachedResponse> Get(const std::string& key) = 0;
 
-  // Stores `value` for at most `ttl` (> 0). An entry the tier cannot hold (larger than the
-  // tier) is not stored (OK). An error means the tier failed.
-  virtual Status Put(const std::string& key, const CachedResponse& value,
-                     std::chrono::seconds ttl) = 0;
+  // Stores `value` for at most `ttl` (> 0), labelled with `labels` so that Invalidate can
+  // select it. An entry the tier cannot hold (larger than the tier) is not stored (OK). An
+  // error means the tier failed.
+  virtual Status Put(const std::string& key, const CachedResponse& value, std::chrono::seconds ttl,
+                     const EntryLabels& labels) = 0;
+
+  // Drops the entries `selector` selects; returns how many were found (a shared tier may count
+  // entries that had already expired). An error means the tier failed part way.
+  virtual StatusOr<int64_t> Invalidate(const CacheSelector& selector) = 0;
 
   // Drops every entry.
   virtual Status Clear() = 0;

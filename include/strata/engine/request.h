@@ -18,8 +18,16 @@ struct CachePolicy {
   // The request may be answered from, and stored in, a response cache: it is deterministic
   // (greedy, or a seed the client chose) and the client did not opt out.
   bool cacheable = false;
-  std::string cache_namespace;  // entries are shared only within a namespace ("" = default)
-  int64_t ttl_seconds = 0;      // > 0: at most this long (the server's default caps it)
+  std::string cache_namespace;    // entries are shared only within a namespace ("" = default)
+  int64_t ttl_seconds = 0;        // > 0: at most this long (the server's default caps it)
+  std::vector<std::string> tags;  // labels an operator can invalidate the entry by
+  // The request may also be answered with the answer of an earlier request whose text is
+  // similar (the semantic cache), when everything else about the two is equal: `semantic_text`
+  // is the text compared (the prompt, or a chat's last user message), `semantic_context` what
+  // else must be equal (a chat's earlier turns, rendered). Empty text: no semantic lookup.
+  bool semantic = false;
+  std::string semantic_text;
+  std::string semantic_context;
 };
 
 struct Request {

@@ -97,6 +97,14 @@ class ServerMetrics {
   void CountCacheError(std::string_view cache, std::string_view tier);
   void SetCacheSize(std::string_view cache, std::string_view tier, int64_t entries, int64_t bytes);
 
+  // Embedding facts (--embedding-model). A call of the Embed RPC or /v1/embeddings ended with
+  // `code` (a gRPC status name, "OK" included; `transport` "grpc" or "http"); an OK one also
+  // counts its texts and tokens and observes its latency. A pass is one encoder run of `texts`
+  // texts, however many calls they came from.
+  void ObserveEmbeddingCall(std::string_view transport, std::string_view code, int64_t texts,
+                            int64_t tokens, double seconds);
+  void ObserveEmbeddingPass(int64_t texts);
+
   // The exposition in Prometheus' text format (what /metrics serves).
   std::string Serialize() const;
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -132,6 +140,14 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* cache_errors_ = nullptr;    // {cache, tier}
   prometheus::Family<prometheus::Gauge>* cache_entries_ = nullptr;     // {cache, tier}
   prometheus::Family<prometheus::Gauge>* cache_bytes_ = nullptr;       // {cache, tier}
+
+  // Embeddings; requests by {transport, code}.
+  prometheus::Family<prometheus::Counter>* embedding_requests_ = nullptr;
+  prometheus::Counter* embedding_texts_ = nullptr;
+  prometheus::Counter* embedding_tokens_ = nullptr;
+  prometheus::Histogram* embedding_batch_texts_ = nullptr;
+  Latency embedding_{};
+
   prometheus::Gauge* running_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Gauge* kv_usage_ = nullptr;

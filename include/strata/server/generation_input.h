@@ -37,9 +37,11 @@ struct SamplingInput {
 
 // The response cache's options of a request (engine::CachePolicy once translated).
 struct CacheInput {
-  bool use = true;              // false: never answered from or stored in the cache
-  std::string cache_namespace;  // entries are shared only within a namespace
-  int64_t ttl_seconds = 0;      // > 0: keep this answer at most this long
+  bool use = true;                // false: never answered from or stored in the cache
+  std::string cache_namespace;    // entries are shared only within a namespace
+  int64_t ttl_seconds = 0;        // > 0: keep this answer at most this long
+  std::vector<std::string> tags;  // labels an operator can invalidate the answer by
+  bool semantic = false;          // may be answered with a similar earlier request's answer
 };
 
 struct GenerationInput {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "strata/cache/cache_selector.h"
 #include "strata/common/status.h"
 #include "strata/engine/request.h"
 #include "strata/server/generation_input.h"
@@ -56,6 +57,7 @@ class RequestTranslator {
   StatusOr<std::vector<int32_t>> PromptTokens(const GenerationInput& input) const;
   StatusOr<sampling::SamplingParams> Sampling(const SamplingInput& sampling,
                                               uint64_t drawn_seed) const;
+  static void SemanticTextOf(const GenerationInput& input, engine::CachePolicy* policy);
   StatusOr<engine::CachePolicy> CachePolicyOf(const GenerationInput& input,
                                               const sampling::SamplingParams& params) const;
 

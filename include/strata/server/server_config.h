@@ -76,6 +76,22 @@ struct ServerConfig {
   std::string response_cache_redis;                   // "host:port" of the shared tier; "" = none
   int32_t response_cache_redis_timeout_ms = 50;       // per Redis call (connect, command)
 
+  // Embeddings: the sentence-embedding model (a sentence-transformers folder, e.g.
+  // models/all-minilm-l6-v2) behind the Embed RPC, /v1/embeddings and the semantic cache.
+  std::string embedding_model;       // "" = none
+  int32_t embedding_threads = 1;     // the encoder's own threads (they compete with the engine's)
+  int32_t embedding_max_batch = 64;  // texts per encoder pass at most
+
+  // Semantic cache: a request that asks for it may get the answer of an earlier one whose text
+  // is similar (embedding model: --embedding-model; needs --response-cache).
+  bool semantic_cache = false;
+  double semantic_cache_threshold = 0.85;      // cosine similarity at or above which it hits
+  int64_t semantic_cache_max_entries = 20000;  // texts indexed at most (oldest leave first)
+
+  // Operations: a file holding the token that CacheAdmin (gRPC) and /admin/* (HTTP) calls must
+  // present; "" = those endpoints are off.
+  std::string admin_token_file;
+
   // Lifecycle and logs.
   double drain_grace_seconds = 30;
   std::string log_level = "info";

@@ -10,8 +10,10 @@
 #include <thread>
 #include <utility>
 
+#include "admin_routes.h"
 #include "strata/common/logging.h"
 #include "strata/server/call_recorder.h"
+#include "strata/server/http/openai_embeddings.h"
 #include "strata/server/http/openai_request.h"
 #include "strata/server/http/openai_response.h"
 
@@ -256,6 +258,24 @@ struct HttpFrontend::Impl {
                 [this](const httplib::Request& req, httplib::Response& res) {
                   Generate(Endpoint::kChatCompletions, req, res);
                 });
+    server.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+      const StatusOr<ServingModel*> serving = state->Serving();
+      const EmbeddingsReply reply =
+          AnswerEmbeddings(req.body, options.embeddings, serving.status(), state->metrics());
+      if (reply.http_status == 429) res.set_header("Retry-After", "1");
+      Send(res, reply.http_status, reply.body);
+    });
+    if (options.cache_admin != nullptr) {
+      CacheAdmin* admin = options.cache_admin;
+      server.Post("/admin/cache/invalidate",
+                  [admin](const httplib::Request& req, httplib::Response& res) {
+                    AdminInvalidate(admin, req, res);
+                  });
+      server.Post("/admin/cache/epoch",
+                  [admin](const httplib::Request& req, httplib::Response& res) {
+                    AdminBumpEpoch(admin, req, res);
+                  });
+    }
     // Routes that do not exist, bodies over the limit, methods not served: OpenAI's shape.
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;

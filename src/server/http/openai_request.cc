@@ -7,32 +7,12 @@
 #include <utility>
 #include <vector>
 
+#include "json_type_name.h"
+
 namespace strata::server::http {
 namespace {
 
 using nlohmann::json;
-
-const char* TypeName(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::number_float:
-      return "a number";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    default:
-      return "a value of another type";
-  }
-}
 
 // Reads typed fields of one JSON object; the first problem is kept in *error and every later
 // read returns nothing.
@@ -61,7 +41,7 @@ class Reader {
   }
 
   bool WrongType(const char* name, const char* want, const json& got) {
-    return Fail(name, std::string(name) + " must be " + want + ", got " + TypeName(got));
+    return Fail(name, std::string(name) + " must be " + want + ", got " + JsonTypeName(got));
   }
 
   std::optional<double> Number(const char* name) {
@@ -173,8 +153,8 @@ bool ReadPrompt(Reader& r, GenerationInput* in) {
   for (size_t i = 0; i < p->size(); ++i) {
     const json& id = (*p)[i];
     if (!id.is_number_integer() && !id.is_number_unsigned()) {
-      return r.Fail("prompt",
-                    "prompt[" + std::to_string(i) + "] must be a token id, got " + TypeName(id));
+      return r.Fail("prompt", "prompt[" + std::to_string(i) + "] must be a token id, got " +
+                                  JsonTypeName(id));
     }
     const int64_t v = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{kMaxInt32}
                           ? int64_t{kMaxInt32} + 1
@@ -197,7 +177,7 @@ bool ReadMessages(Reader& r, GenerationInput* in) {
     const std::string field = "messages[" + std::to_string(i) + "]";
     const json& msg = (*m)[i];
     if (!msg.is_object()) {
-      return r.Fail(field, field + " must be an object, got " + TypeName(msg));
+      return r.Fail(field, field + " must be an object, got " + JsonTypeName(msg));
     }
     const auto role = msg.find("role");
     if (role == msg.end() || !role->is_string()) {
@@ -231,9 +211,9 @@ bool ReadMessages(Reader& r, GenerationInput* in) {
         turn.content += text->get<std::string>();
       }
     } else {
-      return r.Fail(
-          field + ".content",
-          field + ".content must be a string or an array of text parts, got " + TypeName(*content));
+      return r.Fail(field + ".content",
+                    field + ".content must be a string or an array of text parts, got " +
+                        JsonTypeName(*content));
     }
     in->chat.push_back(std::move(turn));
   }
@@ -253,10 +233,29 @@ void ReadStop(Reader& r, SamplingInput* s) {
   }
   for (size_t i = 0; i < v->size(); ++i) {
     if (!(*v)[i].is_string()) {
-      r.Fail("stop", "stop[" + std::to_string(i) + "] must be a string, got " + TypeName((*v)[i]));
+      r.Fail("stop",
+             "stop[" + std::to_string(i) + "] must be a string, got " + JsonTypeName((*v)[i]));
       return;
     }
     s->stop.push_back((*v)[i].get<std::string>());
+  }
+}
+
+// cache_tags: an array of strings (their sizes and UTF-8 are the translator's to check).
+void ReadCacheTags(Reader& r, CacheInput* c) {
+  const json* v = r.Get("cache_tags");
+  if (v == nullptr) return;
+  if (!v->is_array()) {
+    r.WrongType("cache_tags", "an array of strings", *v);
+    return;
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) {
+      r.Fail("cache_tags", "cache_tags[" + std::to_string(i) + "] must be a string, got " +
+                               JsonTypeName((*v)[i]));
+      return;
+    }
+    c->tags.push_back((*v)[i].get<std::string>());
   }
 }
 
@@ -293,7 +292,8 @@ bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t defaul
   }
   if (!doc.is_object()) {
     error->http_status = 400;
-    error->message = "the request body must be a JSON object, got " + std::string(TypeName(doc));
+    error->message =
+        "the request body must be a JSON object, got " + std::string(JsonTypeName(doc));
     error->param = "";
     return false;
   }
@@ -347,6 +347,8 @@ bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t defaul
   if (const std::optional<int64_t> ttl = r.Integer("cache_ttl", 0, kMaxInt32)) {
     in.cache.ttl_seconds = *ttl;
   }
+  ReadCacheTags(r, &in.cache);
+  if (const std::optional<bool> semantic = r.Bool("cache_semantic")) in.cache.semantic = *semantic;
 
   // Log-probabilities: completions take `logprobs: N` (the chosen token's and N alternatives);
   // chat takes `logprobs: true` and `top_logprobs: N`.
@@ -430,6 +432,8 @@ std::pair<std::string, std::string> RenameField(const std::string& message, Endp
     param = "cache_namespace";
   } else if (field == "cache.ttl_seconds") {
     param = "cache_ttl";
+  } else if (field.rfind("cache.tags", 0) == 0) {
+    param = "cache_tags" + field.substr(10);
   } else if (starts("chat.messages")) {
     param = "messages" + field.substr(13);
   } else if (starts("token_ids.ids")) {
@@ -479,6 +483,14 @@ ApiError ApiErrorFromStatus(const Status& status, Endpoint endpoint) {
     case StatusCode::kCancelled:
       e.http_status = 499;
       e.type = "cancelled";
+      break;
+    case StatusCode::kUnauthenticated:
+      e.http_status = 401;
+      e.code = "invalid_api_key";
+      break;
+    case StatusCode::kPermissionDenied:
+      e.http_status = 403;
+      e.type = "permission_error";
       break;
     default:
       e.http_status = 500;

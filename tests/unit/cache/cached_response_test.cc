@@ -13,6 +13,8 @@ CachedResponse Sample(bool with_logprobs) {
   r.text = "héllo, world\n";
   r.finish_reason = sampling::FinishReason::kLength;
   r.prompt_tokens = 42;
+  r.labels.cache_namespace = "tenant:a";
+  r.labels.tags = {"docs", "v:2"};
   if (with_logprobs) {
     for (int32_t id : r.token_ids) {
       sampling::SampleLogprobs lp;
@@ -33,6 +35,8 @@ TEST(CachedResponse, RoundTripsEveryField) {
     EXPECT_EQ(out->text, in.text);
     EXPECT_EQ(out->finish_reason, in.finish_reason);
     EXPECT_EQ(out->prompt_tokens, in.prompt_tokens);
+    EXPECT_EQ(out->labels.cache_namespace, "tenant:a");
+    EXPECT_EQ(out->labels.tags, (std::vector<std::string>{"docs", "v:2"}));
     ASSERT_EQ(out->logprobs.size(), in.logprobs.size());
     for (size_t i = 0; i < in.logprobs.size(); ++i) {
       EXPECT_EQ(out->logprobs[i].chosen.token, in.logprobs[i].chosen.token);

@@ -51,11 +51,14 @@ class FakeEngine final : public engine::RequestSubmitter {
 
 class CountingObserver final : public CacheObserver {
  public:
-  void OnLookup(std::string_view tier, LookupResult result, double) override {
+  // Response-cache lookups count as "tier/result", others as "cache:tier/result".
+  void OnLookup(std::string_view cache, std::string_view tier, LookupResult result,
+                double) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    ++lookups[std::string(tier) + "/" + Name(result)];
+    const std::string prefix = cache == "response" ? "" : std::string(cache) + ":";
+    ++lookups[prefix + std::string(tier) + "/" + Name(result)];
   }
-  void OnTokensServed(int64_t tokens) override { served += tokens; }
+  void OnTokensServed(std::string_view, int64_t tokens) override { served += tokens; }
   void OnTierError(std::string_view, std::string_view) override { ++errors; }
   int Count(const std::string& what) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -78,12 +81,21 @@ class BrokenStore final : public ResponseStore {
  public:
   std::string_view tier() const override { return "l2"; }
   StatusOr<CachedResponse> Get(const std::string&) override { return UnavailableError("down"); }
-  Status Put(const std::string&, const CachedResponse&, std::chrono::seconds) override {
+  Status Put(const std::string&, const CachedResponse&, std::chrono::seconds,
+             const EntryLabels&) override {
     return UnavailableError("down");
   }
+  StatusOr<int64_t> Invalidate(const CacheSelector&) override { return UnavailableError("down"); }
   Status Clear() override { return UnavailableError("down"); }
   StoreStats stats() const override { return {}; }
 };
+
+CachingOptions Options(const std::string& digest) {
+  CachingOptions options;
+  options.model_digest = digest;
+  options.default_ttl = std::chrono::seconds(60);
+  return options;
+}
 
 Request Greedy(std::vector<int32_t> prompt = {1, 2, 3}) {
   Request r;
@@ -138,8 +150,7 @@ struct Harness {
   FakeEngine engine;
   MemoryResponseStore l1{1 << 20};
   CountingObserver observer;
-  CachingSubmitter cache{
-      &engine, {&l1}, CachingOptions{"digest", std::chrono::seconds(60)}, &observer};
+  CachingSubmitter cache{&engine, {&l1}, Options("digest"), &observer};
 
   // Computes `request` once through the fake engine: tokens 10 11 12, "abc", kStop.
   Drained Compute(Request request) {
@@ -296,7 +307,7 @@ TEST(CachingSubmitter, ARefusedSubmitFailsTheLeaderAndItsJoiners) {
 TEST(CachingSubmitter, BumpingTheEpochOrClearingMakesEntriesUnreachable) {
   Harness h;
   h.Compute(Greedy());
-  EXPECT_EQ(h.cache.BumpEpoch(), 1u);
+  EXPECT_EQ(h.cache.BumpEpoch().value(), 1u);
   h.Compute(Greedy());
   EXPECT_EQ(h.engine.submitted(), 2u);
   ASSERT_TRUE(h.cache.Clear().ok());
@@ -309,8 +320,7 @@ TEST(CachingSubmitter, AFailingTierIsSkippedAndCounted) {
   BrokenStore l2;
   MemoryResponseStore l1(1 << 20);
   CountingObserver observer;
-  CachingSubmitter cache(&engine, {&l1, &l2}, CachingOptions{"d", std::chrono::seconds(60)},
-                         &observer);
+  CachingSubmitter cache(&engine, {&l1, &l2}, Options("d"), &observer);
   auto out = cache.Submit(Greedy());
   ASSERT_TRUE(out.ok());
   engine.streams[0]->Push(Last(FinishReason::kStop, {10}, "a"));
@@ -328,15 +338,13 @@ TEST(CachingSubmitter, AHitInALaterTierIsCopiedIntoTheFasterOnes) {
   MemoryResponseStore l1(1 << 20);
   MemoryResponseStore shared(1 << 20);
   CountingObserver observer;
-  CachingSubmitter a(&engine, {&l1, &shared}, CachingOptions{"d", std::chrono::seconds(60)},
-                     &observer);
+  CachingSubmitter a(&engine, {&l1, &shared}, Options("d"), &observer);
   auto out = a.Submit(Greedy());
   engine.streams[0]->Push(Last(FinishReason::kStop, {10}, "a"));
   Drain(**out);
   // Another replica with its own empty l1 and the same shared tier.
   MemoryResponseStore other_l1(1 << 20);
-  CachingSubmitter b(&engine, {&other_l1, &shared}, CachingOptions{"d", std::chrono::seconds(60)},
-                     &observer);
+  CachingSubmitter b(&engine, {&other_l1, &shared}, Options("d"), &observer);
   auto hit = b.Submit(Greedy());
   ASSERT_TRUE(hit.ok());
   EXPECT_TRUE(Drain(**hit).from_cache);
@@ -349,7 +357,7 @@ TEST(CachingSubmitter, ARequestTtlShortensTheDefault) {
   std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
   MemoryResponseStore l1(1 << 20, [&] { return now; });
   CountingObserver observer;
-  CachingSubmitter cache(&engine, {&l1}, CachingOptions{"d", std::chrono::seconds(60)}, &observer);
+  CachingSubmitter cache(&engine, {&l1}, Options("d"), &observer);
   Request r = Greedy();
   r.cache.ttl_seconds = 5;
   auto out = cache.Submit(r);

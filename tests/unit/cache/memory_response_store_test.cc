@@ -20,7 +20,7 @@ CachedResponse Entry(size_t text_bytes) {
 TEST(MemoryResponseStore, GetsWhatWasPut) {
   MemoryResponseStore store(1 << 20);
   EXPECT_EQ(store.Get("k").status().code(), StatusCode::kNotFound);
-  ASSERT_TRUE(store.Put("k", Entry(10), seconds(60)).ok());
+  ASSERT_TRUE(store.Put("k", Entry(10), seconds(60), {}).ok());
   StatusOr<CachedResponse> got = store.Get("k");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->text, std::string(10, 'x'));
@@ -32,11 +32,11 @@ TEST(MemoryResponseStore, GetsWhatWasPut) {
 TEST(MemoryResponseStore, EvictsTheLeastRecentlyUsedToStayUnderItsBytes) {
   const size_t one = CachedResponseBytes(Entry(1000)) + 2;  // + 2 x a one-byte key
   MemoryResponseStore store(3 * one);
-  ASSERT_TRUE(store.Put("a", Entry(1000), seconds(60)).ok());
-  ASSERT_TRUE(store.Put("b", Entry(1000), seconds(60)).ok());
-  ASSERT_TRUE(store.Put("c", Entry(1000), seconds(60)).ok());
+  ASSERT_TRUE(store.Put("a", Entry(1000), seconds(60), {}).ok());
+  ASSERT_TRUE(store.Put("b", Entry(1000), seconds(60), {}).ok());
+  ASSERT_TRUE(store.Put("c", Entry(1000), seconds(60), {}).ok());
   ASSERT_TRUE(store.Get("a").ok());  // b is now the least recently used
-  ASSERT_TRUE(store.Put("d", Entry(1000), seconds(60)).ok());
+  ASSERT_TRUE(store.Put("d", Entry(1000), seconds(60), {}).ok());
   EXPECT_TRUE(store.Get("a").ok());
   EXPECT_FALSE(store.Get("b").ok());
   EXPECT_TRUE(store.Get("c").ok());
@@ -47,8 +47,8 @@ TEST(MemoryResponseStore, EvictsTheLeastRecentlyUsedToStayUnderItsBytes) {
 TEST(MemoryResponseStore, EntriesExpireAfterTheirTtl) {
   steady_clock::time_point now = steady_clock::now();
   MemoryResponseStore store(1 << 20, [&] { return now; });
-  ASSERT_TRUE(store.Put("short", Entry(1), seconds(5)).ok());
-  ASSERT_TRUE(store.Put("long", Entry(1), seconds(50)).ok());
+  ASSERT_TRUE(store.Put("short", Entry(1), seconds(5), {}).ok());
+  ASSERT_TRUE(store.Put("long", Entry(1), seconds(50), {}).ok());
   now += seconds(4);
   EXPECT_TRUE(store.Get("short").ok());
   now += seconds(1);
@@ -59,15 +59,15 @@ TEST(MemoryResponseStore, EntriesExpireAfterTheirTtl) {
 
 TEST(MemoryResponseStore, AnEntryLargerThanTheStoreIsNotKept) {
   MemoryResponseStore store(100);
-  ASSERT_TRUE(store.Put("big", Entry(1000), seconds(60)).ok());
+  ASSERT_TRUE(store.Put("big", Entry(1000), seconds(60), {}).ok());
   EXPECT_FALSE(store.Get("big").ok());
   EXPECT_EQ(store.stats().bytes, 0);
 }
 
 TEST(MemoryResponseStore, PutReplacesAndClearEmpties) {
   MemoryResponseStore store(1 << 20);
-  ASSERT_TRUE(store.Put("k", Entry(1), seconds(60)).ok());
-  ASSERT_TRUE(store.Put("k", Entry(2), seconds(60)).ok());
+  ASSERT_TRUE(store.Put("k", Entry(1), seconds(60), {}).ok());
+  ASSERT_TRUE(store.Put("k", Entry(2), seconds(60), {}).ok());
   EXPECT_EQ(store.Get("k")->text.size(), 2u);
   EXPECT_EQ(store.stats().entries, 1);
   ASSERT_TRUE(store.Clear().ok());

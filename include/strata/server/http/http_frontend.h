@@ -6,6 +6,8 @@
 //   GET  /v1/models, GET /v1/models/{id}
 //   GET  /health    200 {"status": "serving"}; 503 while loading or draining
 //   GET  /metrics   the Prometheus text the metrics port serves
+//   POST /admin/cache/invalidate, POST /admin/cache/epoch   with an admin token (admin_routes.h)
+//   POST /v1/embeddings   the embedding model's vectors (openai_embeddings.h); 404 without one
 // Errors are OpenAI's {"error": {"message", "type", "param", "code"}}: 400 naming the field,
 // 404 for another model, 429 with Retry-After when the queue is full, 503 while loading or
 // draining (see openai_request.h and docs/http-api.md).
@@ -24,6 +26,8 @@
 #include <string>
 
 #include "strata/common/status.h"
+#include "strata/embedding/text_embedder.h"
+#include "strata/server/cache_admin.h"
 #include "strata/server/serving_state.h"
 
 namespace strata::server::http {
@@ -36,6 +40,9 @@ struct HttpOptions {
   size_t max_body_bytes = 4 << 20;      // larger bodies get 413
   int32_t completions_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)
   std::function<std::string()> metrics_text;  // GET /metrics; null: 404
+  CacheAdmin* cache_admin = nullptr;          // POST /admin/cache/* (admin_routes.h); null: 404
+  // POST /v1/embeddings (openai_embeddings.h); null: 404 (the server has no embedding model).
+  embedding::TextEmbedder* embeddings = nullptr;
 };
 
 class HttpFrontend {

@@ -5,13 +5,17 @@ run, over the OpenAI HTTP API (streaming, so TTFT is the first content event).
 
     bench/cache_workload.py [--requests 240] [--concurrency 16] [--repeat 0.35]
                             [--paraphrase 0.15] [--max-tokens 32] [--json OUT.jsonl]
+                            [--configs off,exact,semantic] [--semantic-threshold T]
 
 The sequence (seeded): a `repeat` share of the requests repeat an earlier request exactly, a
 `paraphrase` share ask an earlier question in other words (an exact cache cannot match them;
 they are for the semantic cache), the rest are new questions. Every request is greedy. Prints,
 per configuration, delivered completion tokens/s, TTFT P50/P99, how many answers came from the
-cache, and for the semantic configuration its hit precision: a cached answer to a paraphrase is
-right, a cached answer to a new question (another question's answer) is wrong."""
+cache, and how many cached answers were wrong: every request belongs to one question (its
+original wording and its paraphrase), and a cached answer is right when its text is the answer
+the cache-off run computed for that question's original or paraphrase (greedy answers do not
+depend on the batch), wrong otherwise (another question's answer). Run `off` first for that
+check (the default order)."""
 import argparse
 import concurrent.futures
 import json
@@ -57,8 +61,17 @@ def workload(n, repeat, paraphrase, seed):
             t, f = next(fresh)
             prompt = FORMS[f][0].format(t=t)
             issued.append((prompt, (t, f)))
-            out.append(("new", prompt))
-    return [(kind, p if isinstance(p, str) else p[0]) for kind, p in out]
+            out.append(("new", issued[-1]))
+    # (kind, prompt, question): a paraphrase and a repeat belong to the question they reword.
+    rows = []
+    for kind, p in out:
+        if kind == "paraphrase":
+            rows.append((kind, p, None))
+        else:
+            rows.append((kind, p[0], p[1]))
+    # A paraphrase's question: the one whose paraphrase form it is.
+    by_paraphrase = {FORMS[f][1].format(t=t): (t, f) for t in TOPICS for f in range(len(FORMS))}
+    return [(k, p, q if q is not None else by_paraphrase[p]) for k, p, q in rows]
 
 
 def start_server(args, work, cache):
@@ -70,6 +83,8 @@ def start_server(args, work, cache):
            "--response-cache", "false" if cache == "off" else "true"]
     if cache == "semantic":
         cmd += ["--semantic-cache", "true", "--embedding-model", str(args.embedding_model)]
+        if args.semantic_threshold is not None:
+            cmd += ["--semantic-cache-threshold", str(args.semantic_threshold)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not port_file.exists():
@@ -81,19 +96,21 @@ def start_server(args, work, cache):
 
 def one(client, model, prompt, max_tokens, semantic):
     t0 = time.monotonic()
-    ttft, tokens, cached = None, 0, False
+    ttft, tokens, cached, text = None, 0, False, ""
     stream = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
         temperature=0, stream=True, stream_options={"include_usage": True},
         extra_body={"cache_semantic": True} if semantic else None)
     for ev in stream:
-        if ev.choices and ev.choices[0].delta.content and ttft is None:
-            ttft = time.monotonic() - t0
+        if ev.choices and ev.choices[0].delta.content:
+            text += ev.choices[0].delta.content
+            if ttft is None:
+                ttft = time.monotonic() - t0
         if getattr(ev, "cached", None) or (ev.model_extra or {}).get("cached"):
             cached = True
         if ev.usage is not None:
             tokens = ev.usage.completion_tokens
-    return ttft if ttft is not None else time.monotonic() - t0, tokens, cached
+    return ttft if ttft is not None else time.monotonic() - t0, tokens, cached, text
 
 
 def run(args, work, cache, requests):
@@ -122,17 +139,16 @@ def run(args, work, cache, requests):
         proc.wait(timeout=60)
     ttfts = sorted(r[0] for r in results)
     pct = lambda q: ttfts[min(len(ttfts) - 1, int(q * len(ttfts)))] * 1e3
-    cached_by_kind = {k: sum(1 for (kind, _), r in zip(requests, results) if kind == k and r[2])
-                      for k in ("new", "repeat", "paraphrase")}
+    cached_by_kind = {k: sum(1 for (kind, _, _), r in zip(requests, results)
+                             if kind == k and r[2]) for k in ("new", "repeat", "paraphrase")}
     row = {"cache": cache, "requests": len(results), "seconds": round(wall, 2),
            "completion_tokens_per_s": round(sum(r[1] for r in results) / wall, 1),
            "ttft_ms": {"p50": round(pct(0.5), 1), "p99": round(pct(0.99), 1)},
            "cached_answers": sum(1 for r in results if r[2]), "cached_by_kind": cached_by_kind}
-    if cache == "semantic":
-        right, wrong = cached_by_kind["paraphrase"], cached_by_kind["new"]
-        row["semantic_hits"] = {"right": right, "wrong": wrong,
-                                "precision": round(right / (right + wrong), 3)
-                                if right + wrong else None}
+    hit_ttfts = sorted(r[0] for r in results if r[2])
+    if hit_ttfts:
+        row["ttft_cached_ms_p50"] = round(hit_ttfts[len(hit_ttfts) // 2] * 1e3, 1)
+    row["answers"] = [(q, r[3], r[2]) for (_, _, q), r in zip(requests, results)]
     return row
 
 
@@ -148,19 +164,31 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--embedding-model", type=Path, default=ROOT / "models" / "all-minilm-l6-v2")
+    ap.add_argument("--semantic-threshold", type=float, default=None,
+                    help="--semantic-cache-threshold of the semantic run (default: the server's)")
     ap.add_argument("--configs", default="off,exact,semantic",
                     help="comma-separated: off, exact, semantic")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     requests = workload(args.requests, args.repeat, args.paraphrase, args.seed)
-    kinds = {k: sum(1 for kind, _ in requests if kind == k) for k in ("new", "repeat",
-                                                                       "paraphrase")}
+    kinds = {k: sum(1 for kind, _, _ in requests if kind == k)
+             for k in ("new", "repeat", "paraphrase")}
     print(f"workload: {len(requests)} requests, {kinds}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="strata-cache-bench-"))
     rows = []
     for cache in args.configs.split(","):
         row = run(args, work, cache, requests)
         row["workload"] = kinds
+        answers = row.pop("answers")
+        if cache == "off":
+            truth = {}
+            for question, text, _ in answers:
+                truth.setdefault(question, set()).add(text)
+        elif rows and rows[0]["cache"] == "off":
+            wrong = [(q, t) for q, t, cached in answers if cached and t not in truth[q]]
+            row["wrong_cached_answers"] = len(wrong)
+            for q, t in wrong[:5]:
+                print(f"  wrong: {q} got {t[:60]!r}", flush=True)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.json:

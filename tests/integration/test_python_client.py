@@ -266,3 +266,28 @@ def test_async_client_generates_and_streams(sc, client, server):
     assert [t for c in chunks for t in c.token_ids] == expected.token_ids
     assert chunks[-1].finish_reason == "length" and stream.usage.completion_tokens == 6
     assert text == "Hello world" and info.architecture == "gemma3"
+
+
+def test_cache_options_reach_the_server_and_cached_answers_are_marked(sc):
+    s = Server("--response-cache", "true")
+    try:
+        s.wait_serving()
+        with sc.Client(f"127.0.0.1:{s.grpc_port}", timeout=120) as c:
+            args = dict(max_tokens=4, temperature=0, cache_namespace="client-test",
+                        cache_tags=["docs"], cache_ttl_seconds=60, cache_semantic=True)
+            first = c.generate("A question for the cache:", **args)
+            second = c.generate("A question for the cache:", **args)
+            assert not first.usage.cached and second.usage.cached
+            assert second.token_ids == first.token_ids
+            other_namespace = c.generate("A question for the cache:",
+                                         **{**args, "cache_namespace": "another"})
+            assert not other_namespace.usage.cached
+            opted_out = c.generate("A question for the cache:", cache=False, **args)
+            assert not opted_out.usage.cached
+            with pytest.raises(TypeError):
+                c.generate("Tags as one string:", max_tokens=2, cache_tags="docs")
+            with pytest.raises(sc.InvalidRequestError) as e:
+                c.generate("An empty tag:", max_tokens=2, temperature=0, cache_tags=[""])
+            assert "cache.tags[0]" in str(e.value)
+    finally:
+        assert s.stop() == 0, s.log()

@@ -54,6 +54,11 @@ class GenerationParams(TypedDict, total=False):
     logprobs: int
     priority: int
     request_id: str
+    cache: Optional[bool]
+    cache_namespace: str
+    cache_ttl_seconds: int
+    cache_tags: Sequence[str]
+    cache_semantic: bool
 
 
 def generate_request(
@@ -77,6 +82,11 @@ def generate_request(
     logprobs: int = 0,
     priority: int = 0,
     request_id: str = "",
+    cache: Optional[bool] = None,
+    cache_namespace: str = "",
+    cache_ttl_seconds: int = 0,
+    cache_tags: Sequence[str] = (),
+    cache_semantic: bool = False,
 ) -> pb.GenerateRequest:
     """A GenerateRequest; None leaves a field unset (the server's default applies). Range
     checks are the server's: it answers INVALID_ARGUMENT naming the field."""
@@ -111,6 +121,15 @@ def generate_request(
         sampling.stop_token_ids.extend(stop_token_ids)
     sampling.ignore_eos = ignore_eos
     sampling.logprobs = logprobs
+    if isinstance(cache_tags, str):
+        raise TypeError("cache_tags must be a sequence of strings, not one string")
+    options = request.cache
+    if cache is not None:
+        options.use = cache
+    options.namespace = cache_namespace
+    options.ttl_seconds = cache_ttl_seconds
+    options.tags.extend(cache_tags)
+    options.semantic = cache_semantic
     return request
 
 

@@ -153,6 +153,12 @@ class Client:
         its N best alternatives (N <= 20). `priority`: higher is admitted first and preempted
         last. `request_id` is echoed back and logged by the server.
 
+        Response cache (a server with --response-cache; deterministic requests only: greedy or
+        a `seed`): `cache=False` opts out; `cache_namespace` shares entries only within it;
+        `cache_ttl_seconds` shortens this answer's life; `cache_tags` label it for an
+        operator's invalidation; `cache_semantic=True` lets a similar earlier request's answer
+        serve it (--semantic-cache). `Completion.usage.cached` says it came from the cache.
+
         Raises InvalidRequestError naming the field when a value is out of range,
         QueueFullError when the server's queue is full, UnavailableError when it is down or
         draining, DeadlineExceededError when `timeout` passes.

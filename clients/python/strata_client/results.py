@@ -48,6 +48,8 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_prompt_tokens: int  # prompt tokens whose KV came from the prefix cache
+    # The completion came from the server's response cache (--response-cache), not computed.
+    cached: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -55,7 +57,7 @@ class Usage:
 
     @staticmethod
     def from_proto(m: pb.Usage) -> Usage:
-        return Usage(m.prompt_tokens, m.completion_tokens, m.cached_prompt_tokens)
+        return Usage(m.prompt_tokens, m.completion_tokens, m.cached_prompt_tokens, m.cached)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ struct ServerConfig {
   // Semantic cache: a request that asks for it may get the answer of an earlier one whose text
   // is similar (embedding model: --embedding-model; needs --response-cache).
   bool semantic_cache = false;
-  double semantic_cache_threshold = 0.85;      // cosine similarity at or above which it hits
+  double semantic_cache_threshold = 0.9;       // cosine similarity at or above which it hits
   int64_t semantic_cache_max_entries = 20000;  // texts indexed at most (oldest leave first)
 
   // Operations: a file holding the token that CacheAdmin (gRPC) and /admin/* (HTTP) calls must

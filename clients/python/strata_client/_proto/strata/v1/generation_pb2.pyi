@@ -91,14 +91,18 @@ class GenerateRequest(_message.Message):
     def __init__(self, prompt: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., chat: _Optional[_Union[ChatMessages, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., priority: _Optional[int] = ..., request_id: _Optional[str] = ..., cache: _Optional[_Union[CacheOptions, _Mapping]] = ...) -> None: ...
 
 class CacheOptions(_message.Message):
-    __slots__ = ("use", "namespace", "ttl_seconds")
+    __slots__ = ("use", "namespace", "ttl_seconds", "tags", "semantic")
     USE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_FIELD_NUMBER: _ClassVar[int]
     use: bool
     namespace: str
     ttl_seconds: int
-    def __init__(self, use: _Optional[bool] = ..., namespace: _Optional[str] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    semantic: bool
+    def __init__(self, use: _Optional[bool] = ..., namespace: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., tags: _Optional[_Iterable[str]] = ..., semantic: _Optional[bool] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cached")

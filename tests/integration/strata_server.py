@@ -52,7 +52,7 @@ def model_path() -> Path:
 class Server:
     """One strata-server process; `stub` is a Generation client on a real channel."""
 
-    def __init__(self, *flags: str, threads: int = 2):
+    def __init__(self, *flags: str, threads: int = 2, model: Path | None = None):
         binary = build_dir() / "src" / "tools" / "strata-server"
         assert binary.is_file(), f"{binary} is missing: run scripts/build"
         self.dir = Path(tempfile.mkdtemp(prefix="strata-server-"))
@@ -61,7 +61,7 @@ class Server:
         self._log = open(self.log_path, "wb")
         env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
         self.proc = subprocess.Popen(
-            [str(binary), "--model", str(model_path()), "--host", "127.0.0.1", "--grpc-port", "0",
+            [str(binary), "--model", str(model or model_path()), "--host", "127.0.0.1", "--grpc-port", "0",
              "--metrics-port", "0", "--http-port", "0", "--port-file", str(port_file),
              "--threads", str(threads), *flags],
             stdout=self._log, stderr=subprocess.STDOUT, env=env)

@@ -4,6 +4,7 @@ not cacheable, opting out, namespaces, single-flight for concurrent identical re
 engine computation), and the cache's metrics."""
 import concurrent.futures
 import json
+import time
 import urllib.request
 
 import pytest
@@ -86,6 +87,15 @@ def test_opting_out_and_namespaces(server):
     assert not other.usage.cached, "another namespace does not see the default's entries"
     again = generate(server, prompt=prompt, cache=pb.CacheOptions(namespace="tenant-b"))
     assert again.usage.cached
+
+
+def test_an_entry_expires_after_the_ttl_the_request_gave(server):
+    prompt = "A short-lived answer:"
+    short = pb.CacheOptions(ttl_seconds=1)
+    generate(server, prompt=prompt, cache=short)
+    assert generate(server, prompt=prompt, cache=short).usage.cached
+    time.sleep(2.1)
+    assert not generate(server, prompt=prompt, cache=short).usage.cached, "the entry expired"
 
 
 def test_concurrent_identical_requests_compute_once(server):

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from strata_server import Server, admin_pb, admin_pb_grpc, greedy, pb
+from strata_server import Server, admin_pb, admin_pb_grpc, greedy, model_path, pb
 
 TOKEN = "replica-admin-token-0123456789"
 
@@ -156,6 +156,28 @@ def test_an_epoch_bump_reaches_every_replica(replicas, redis):
     # Both replicas now key by the new epoch: what one computes, the other finds.
     generate(a, "After the epoch bump:")
     assert wait_for(lambda: generate(b, "After the epoch bump:").usage.cached)
+
+
+def test_another_model_file_never_shares_entries(replicas, redis, tmp_path):
+    """A replica serving a changed model file (one byte of its last tensor differs: another
+    SHA-256) on the same Redis never gets the others' answers."""
+    a, _ = replicas
+    first = generate(a, "Which model answered this:")
+    assert wait_for(lambda: len(redis.keys()) >= 1)
+    changed = tmp_path / "changed.gguf"
+    data = bytearray(model_path().read_bytes())
+    data[-1] ^= 1
+    changed.write_bytes(bytes(data))
+    c = Server("--max-model-len", "1024", "--response-cache", "true", "--response-cache-redis",
+               f"127.0.0.1:{redis.port}", model=changed)
+    try:
+        c.wait_serving()
+        other = generate(c, "Which model answered this:")
+        assert not other.usage.cached, "a changed model file must not serve another's answers"
+        assert generate(c, "Which model answered this:").usage.cached, "its own entry is used"
+        assert first.usage.completion_tokens == 6
+    finally:
+        assert c.stop() == 0, c.log()
 
 
 def test_a_dead_redis_costs_no_request(replicas, redis):

@@ -48,7 +48,8 @@ struct Engine::Live {
       : stream(std::move(s)),
         sampler(request.params, request.prompt),
         output(request.params, tokenizer, end_of_generation_ids),
-        wants_logprobs(request.params.logprobs > 0) {}
+        wants_logprobs(request.params.logprobs > 0),
+        speculative(request.speculative) {}
 
   std::shared_ptr<RequestStream> stream;
   Clock::time_point submitted;
@@ -58,6 +59,8 @@ struct Engine::Live {
   sampling::Sampler sampler;
   OutputProcessor output;
   bool wants_logprobs;
+  bool speculative;               // the request allows drafts
+  SequenceAcceptance acceptance;  // its drafts' record, for SpeculationPolicy
 };
 
 void Engine::FillUsage(const Live& live, StreamChunk* last) {
@@ -86,6 +89,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(backend::Backend* backend,
     return InvalidArgumentError("max_queued_requests must be at least 1");
   }
   STRATA_RETURN_IF_ERROR(options.adaptive.Validate());
+  if (options.speculative.proposer != nullptr) {
+    STRATA_RETURN_IF_ERROR(options.speculative.policy.Validate());
+  }
   if (backend->kv_geometry().num_blocks < 1) {
     return FailedPreconditionError("the KV cache holds no block");
   }
@@ -102,6 +108,8 @@ Engine::Engine(backend::Backend* backend, const tokenizer::Tokenizer* tokenizer,
       scheduler_(ResolvedSchedulerConfig(*backend, options), &kv_),
       adaptive_(options.adaptive),
       runner_(backend),
+      policy_(options.speculative.policy.Validate().ok() ? options.speculative.policy
+                                                         : SpeculationPolicyOptions{}),
       queue_(options.max_queued_requests) {
   options_.scheduler = ResolvedSchedulerConfig(*backend, options);
   PublishStats(nullptr);
@@ -185,6 +193,7 @@ Status Engine::Step(bool* did_work) {
   *did_work = false;
   TakeCancellations();
   TakeSubmissions();
+  ProposeDrafts();
 
   const SchedulerOutput out = scheduler_.Schedule();
   if (out.scheduled.empty()) {
@@ -202,7 +211,12 @@ Status Engine::Step(bool* did_work) {
   }
   // A step that computes a generated token is an inter-token gap for that sequence.
   bool had_decodes = false;
-  for (const ScheduledSequence& s : out.scheduled) had_decodes |= s.start_pos >= s.seq->prompt_len;
+  // Only decode and verification chunks: a data point for the speculation cost fit.
+  bool decode_only = true;
+  for (const ScheduledSequence& s : out.scheduled) {
+    had_decodes |= s.start_pos >= s.seq->prompt_len;
+    decode_only &= s.samples && s.num_tokens == 1 + s.num_draft && s.start_pos >= s.seq->prompt_len;
+  }
   const Clock::time_point start = Clock::now();
   Status status = RunBatch(out);
   if (!status.ok()) {
@@ -218,6 +232,10 @@ Status Engine::Step(bool* did_work) {
   }
   scheduler_.OnStepDone(out);
   Postprocess(out);
+  if (decode_only && options_.speculative.proposer != nullptr) {
+    policy_.ObserveStep(out.num_scheduled_tokens,
+                        std::chrono::duration<double>(Clock::now() - start).count());
+  }
 
   if (options_.batching == BatchingMode::kAdaptive) {
     const SchedulerStats ss = scheduler_.Stats();
@@ -283,12 +301,69 @@ void Engine::TakeSubmissions() {
   }
 }
 
+void Engine::ProposeDrafts() {
+  Proposer* proposer = options_.speculative.proposer.get();
+  if (proposer == nullptr) return;
+  const int64_t decoding = scheduler_.num_running();
+  for (const auto& [id, live] : live_) {
+    if (!live->speculative) continue;
+    const int64_t room = scheduler_.DraftRoom(id);
+    if (room < 1) continue;
+    const int64_t length = std::min<int64_t>(room, policy_.DraftLength(live->acceptance, decoding));
+    if (length < 1) continue;
+    draft_.clear();
+    proposer->Propose(id, scheduler_.Find(id)->tokens, static_cast<int32_t>(length), &draft_);
+    if (static_cast<int64_t>(draft_.size()) > length) draft_.resize(static_cast<size_t>(length));
+    if (!draft_.empty()) scheduler_.SetDraft(id, draft_);
+  }
+}
+
 Status Engine::RunBatch(const SchedulerOutput& out) {
   row_samplers_.clear();
   for (const ScheduledSequence& s : out.scheduled) {
-    if (s.samples) row_samplers_.push_back(&live_.at(s.seq->id)->sampler);
+    if (!s.samples) continue;
+    if (s.num_draft > 0) {
+      // The engine samples a drafted chunk's rows itself, in order (VerifyDraft).
+      row_samplers_.insert(row_samplers_.end(), static_cast<size_t>(1 + s.num_draft), nullptr);
+    } else {
+      row_samplers_.push_back(&live_.at(s.seq->id)->sampler);
+    }
   }
   return runner_.Run(MakeBatch(out, kv_), row_samplers_, &sampled_);
+}
+
+void Engine::VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
+                         OutputProcessor::Output* kept) {
+  const std::span<const int32_t> draft(s.seq->tokens.data() + s.start_pos + 1,
+                                       static_cast<size_t>(s.num_draft));
+  int64_t accepted = 0;
+  bool rejected = false;
+  for (int64_t i = 0; i <= s.num_draft; ++i) {
+    const int32_t token = live->sampler.Sample(runner_.row(row + static_cast<size_t>(i)));
+    std::span<const sampling::SampleLogprobs> logprobs;
+    if (live->wants_logprobs) logprobs = {&live->sampler.last_logprobs(), 1};
+    OutputProcessor::Output o =
+        live->output.Append(std::span<const int32_t>(&token, 1), logprobs, &live->sampler);
+    kept->token_ids.insert(kept->token_ids.end(), o.token_ids.begin(), o.token_ids.end());
+    kept->logprobs.insert(kept->logprobs.end(), o.logprobs.begin(), o.logprobs.end());
+    kept->text += o.text;
+    if (o.finish_reason) {
+      kept->finish_reason = o.finish_reason;
+      break;
+    }
+    if (i == s.num_draft) break;  // every draft token accepted: this was the token after them
+    if (token != draft[static_cast<size_t>(i)]) {
+      rejected = true;
+      break;
+    }
+    ++accepted;
+  }
+  policy_.ObserveVerification(&live->acceptance, s.num_draft, accepted, rejected);
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  ++stats_.speculative_verifications_total;
+  stats_.speculative_proposed_tokens_total += s.num_draft;
+  stats_.speculative_accepted_tokens_total += accepted;
+  ++stats_.speculative_accepted_lengths[static_cast<size_t>(accepted)];
 }
 
 void Engine::Postprocess(const SchedulerOutput& out) {
@@ -298,12 +373,22 @@ void Engine::Postprocess(const SchedulerOutput& out) {
     if (!s.samples) continue;
     const RequestId id = s.seq->id;
     Live& live = *live_.at(id);
-    const int32_t token = sampled_[row++];
-    std::span<const sampling::SampleLogprobs> logprobs;
-    if (live.wants_logprobs) logprobs = {&live.sampler.last_logprobs(), 1};
-    OutputProcessor::Output o =
-        live.output.Append(std::span<const int32_t>(&token, 1), logprobs, &live.sampler);
-    scheduler_.AppendTokens(id, o.token_ids);
+    OutputProcessor::Output o;
+    if (s.num_draft > 0) {
+      VerifyDraft(s, row, &live, &o);
+      row += static_cast<size_t>(1 + s.num_draft);
+      if (!o.finish_reason) {
+        // The accepted draft tokens are computed already; the last kept token is not.
+        scheduler_.ResolveDraft(id, static_cast<int64_t>(o.token_ids.size()) - 1);
+        scheduler_.AppendToken(id, o.token_ids.back());
+      }
+    } else {
+      const int32_t token = sampled_[row++];
+      std::span<const sampling::SampleLogprobs> logprobs;
+      if (live.wants_logprobs) logprobs = {&live.sampler.last_logprobs(), 1};
+      o = live.output.Append(std::span<const int32_t>(&token, 1), logprobs, &live.sampler);
+      scheduler_.AppendTokens(id, o.token_ids);
+    }
     generated += static_cast<int64_t>(o.token_ids.size());
     live.usage.completion_tokens += static_cast<int64_t>(o.token_ids.size());
     StreamChunk chunk;

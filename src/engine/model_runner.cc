@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "strata/common/check.h"
+
 namespace strata::engine {
 
 Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler* const> samplers,
@@ -13,7 +15,7 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
   counts_.clear();
   count_ends_.assign(samplers.size(), 0);
   for (size_t r = 0; r < samplers.size(); ++r) {
-    if (!backend_samples) continue;
+    if (!backend_samples || samplers[r] == nullptr) continue;
     sampling::Sampler& s = *samplers[r];
     const sampling::SamplingParams& p = s.params();
     backend::RowSampling& row = rows_[r];
@@ -45,6 +47,7 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
                          " sampled rows for " + std::to_string(samplers.size()));
   }
   tokens->resize(samplers.size());
+  host_row_.assign(samplers.size(), -1);
   size_t host_row = 0;
   for (size_t r = 0; r < samplers.size(); ++r) {
     if (step_.tokens[r] >= 0) {
@@ -65,12 +68,23 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
     if (static_cast<int64_t>(step_.logits.size()) < (static_cast<int64_t>(host_row) + 1) * vocab) {
       return InternalError("the backend returned too few logits rows");
     }
+    if (samplers[r] == nullptr) {
+      (*tokens)[r] = -1;
+      host_row_[r] = static_cast<int64_t>(host_row++);
+      continue;
+    }
     (*tokens)[r] = samplers[r]->Sample(
         std::span<float>(step_.logits.data() + host_row * vocab, static_cast<size_t>(vocab)));
     ++host_row;
     ++host_rows_;
   }
   return OkStatus();
+}
+
+std::span<float> ModelRunner::row(size_t r) {
+  STRATA_CHECK(r < host_row_.size() && host_row_[r] >= 0);
+  const auto vocab = static_cast<size_t>(backend_->config().vocab_size);
+  return std::span<float>(step_.logits).subspan(static_cast<size_t>(host_row_[r]) * vocab, vocab);
 }
 
 }  // namespace strata::engine

@@ -75,13 +75,24 @@ SchedulerOutput Scheduler::Schedule() {
     if (seq->status != SequenceStatus::kRunning) continue;  // preempted earlier in this step
     // After a sampling step the engine must append the token (or finish the sequence).
     STRATA_CHECK(seq->num_uncomputed() > 0);
-    const int64_t num_new = ChunkSize(*seq, budget_left);
+    int64_t num_new = ChunkSize(*seq, budget_left);
+    if (seq->num_draft_tokens > 0 && num_new < seq->num_uncomputed()) {
+      // A draft runs whole with the token before it or shrinks to what the step allows.
+      TrimDraft(seq, std::max<int64_t>(num_new - 1, 0));
+    }
     if (num_new == 0) {
       pending += seq->num_uncomputed();
       continue;
     }
-    const int64_t total = seq->num_computed_tokens + num_new;
+    int64_t total = seq->num_computed_tokens + num_new;
     bool reserved = kv_->Reserve(seq->id, total);
+    if (!reserved && seq->num_draft_tokens > 0) {
+      // No one is preempted for a guess.
+      TrimDraft(seq, 0);
+      num_new = seq->num_uncomputed();
+      total = seq->num_computed_tokens + num_new;
+      reserved = kv_->Reserve(seq->id, total);
+    }
     while (!reserved) {
       Sequence* victim = *running_.rbegin();
       Preempt(victim, &out);
@@ -89,7 +100,8 @@ SchedulerOutput Scheduler::Schedule() {
       reserved = kv_->Reserve(seq->id, total);
     }
     if (!reserved) continue;  // `seq` itself was the victim: nothing after it still runs
-    out.scheduled.push_back({seq, seq->num_computed_tokens, num_new, total == seq->num_tokens()});
+    out.scheduled.push_back({seq, seq->num_computed_tokens, num_new, total == seq->num_tokens(),
+                             seq->num_draft_tokens});
     out.num_scheduled_tokens += num_new;
     budget_left -= num_new;
     pending += seq->num_uncomputed() - num_new;
@@ -142,7 +154,15 @@ int64_t Scheduler::Admit(int64_t* budget_left, SchedulerOutput* out) {
   return pending;
 }
 
+void Scheduler::TrimDraft(Sequence* seq, int64_t keep) {
+  STRATA_CHECK(keep >= 0 && keep <= seq->num_draft_tokens);
+  STRATA_CHECK(seq->num_computed_tokens <= seq->num_verified_tokens());
+  seq->tokens.resize(static_cast<size_t>(seq->num_verified_tokens() + keep));
+  seq->num_draft_tokens = keep;
+}
+
 void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+  TrimDraft(seq, 0);  // preempted while scheduling: its draft is not computed
   kv_->FreeSequence(seq->id);
   running_.erase(seq);
   seq->status = SequenceStatus::kWaiting;
@@ -159,7 +179,9 @@ void Scheduler::OnStepDone(const SchedulerOutput& out) {
     STRATA_CHECK(seq->status == SequenceStatus::kRunning);
     STRATA_CHECK(seq->num_computed_tokens == s.start_pos);
     seq->num_computed_tokens += s.num_tokens;
-    kv_->CommitComputed(seq->id, seq->tokens, seq->num_computed_tokens);
+    // A draft's KV is not cached before it is verified: ResolveDraft may rewrite it.
+    kv_->CommitComputed(seq->id, seq->tokens,
+                        std::min(seq->num_computed_tokens, seq->num_verified_tokens()));
   }
 }
 
@@ -167,10 +189,45 @@ void Scheduler::AppendToken(kv::SequenceId id, int32_t token) {
   AppendTokens(id, std::span<const int32_t>(&token, 1));
 }
 
+void Scheduler::SetDraft(kv::SequenceId id, std::span<const int32_t> draft) {
+  Sequence* seq = Held(id);
+  STRATA_CHECK(seq->status == SequenceStatus::kRunning);
+  STRATA_CHECK(seq->num_draft_tokens == 0 && seq->num_uncomputed() == 1);
+  STRATA_CHECK(static_cast<int64_t>(draft.size()) <= DraftRoom(id));
+  seq->tokens.insert(seq->tokens.end(), draft.begin(), draft.end());
+  seq->num_draft_tokens = static_cast<int64_t>(draft.size());
+}
+
+int64_t Scheduler::DraftRoom(kv::SequenceId id) const {
+  const Sequence* seq = Held(id);
+  if (seq->status != SequenceStatus::kRunning || seq->num_draft_tokens != 0 ||
+      seq->num_uncomputed() != 1 || seq->num_generated() < 1) {
+    return 0;
+  }
+  return std::max<int64_t>(seq->max_tokens - seq->num_generated() - 1, 0);
+}
+
+void Scheduler::ResolveDraft(kv::SequenceId id, int64_t num_accepted) {
+  Sequence* seq = Held(id);
+  STRATA_CHECK(seq->status == SequenceStatus::kRunning);
+  STRATA_CHECK(seq->num_uncomputed() == 0);  // after the drafted chunk's OnStepDone
+  STRATA_CHECK(num_accepted >= 0 && num_accepted <= seq->num_draft_tokens);
+  const int64_t keep = seq->num_verified_tokens() + num_accepted;
+  seq->num_draft_tokens = 0;
+  // The cut lies past every cached block (drafts are never committed) and in a block only this
+  // sequence holds, so it cannot fail.
+  const bool truncated = kv_->Truncate(id, keep);
+  STRATA_CHECK(truncated);
+  seq->tokens.resize(static_cast<size_t>(keep));
+  seq->num_computed_tokens = keep;
+  kv_->CommitComputed(id, seq->tokens, keep);
+}
+
 void Scheduler::AppendTokens(kv::SequenceId id, std::span<const int32_t> tokens) {
   Sequence* seq = Held(id);
   STRATA_CHECK(seq->status == SequenceStatus::kRunning);
   STRATA_CHECK(seq->num_uncomputed() == 0);  // only after a sampling chunk's OnStepDone
+  STRATA_CHECK(seq->num_draft_tokens == 0);  // a draft is resolved first
   STRATA_CHECK(!tokens.empty());
   STRATA_CHECK(static_cast<int64_t>(tokens.size()) <= seq->max_tokens - seq->num_generated());
   seq->tokens.insert(seq->tokens.end(), tokens.begin(), tokens.end());
@@ -179,7 +236,7 @@ void Scheduler::AppendTokens(kv::SequenceId id, std::span<const int32_t> tokens)
 bool Scheduler::Rollback(kv::SequenceId id, int64_t num_tokens) {
   Sequence* seq = Held(id);
   STRATA_CHECK(seq->status == SequenceStatus::kRunning);
-  STRATA_CHECK(seq->num_uncomputed() == 0);
+  STRATA_CHECK(seq->num_uncomputed() == 0 && seq->num_draft_tokens == 0);
   STRATA_CHECK(num_tokens >= seq->prompt_len && num_tokens <= seq->num_tokens());
   if (!kv_->Truncate(id, num_tokens)) return false;
   seq->tokens.resize(static_cast<size_t>(num_tokens));
@@ -252,7 +309,9 @@ backend::Batch MakeBatch(const SchedulerOutput& out, const kv::KvCacheManager& k
         tokens.subspan(static_cast<size_t>(s.start_pos), static_cast<size_t>(s.num_tokens));
     slice.start_pos = s.start_pos;
     slice.block_ids = kv.Blocks(s.seq->id);
-    slice.logits = s.samples ? backend::LogitsWanted::kLast : backend::LogitsWanted::kNone;
+    slice.logits = !s.samples        ? backend::LogitsWanted::kNone
+                   : s.num_draft > 0 ? backend::LogitsWanted::kAll
+                                     : backend::LogitsWanted::kLast;
     batch.sequences.push_back(slice);
   }
   return batch;

@@ -149,6 +149,28 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
             {"backend", build.backend},
             {"model", build.model}})
       .Set(1);
+
+  auto family = [&](const std::string& name, const std::string& help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+  };
+  spec_verifications_ = family("strata_speculative_verifications_total",
+                               "Speculative drafts verified (one per sequence and step), by "
+                               "proposer");
+  spec_proposed_ =
+      family("strata_speculative_proposed_tokens_total", "Draft tokens verified, by proposer");
+  spec_accepted_ = family("strata_speculative_accepted_tokens_total",
+                          "Draft tokens accepted (kept as generated), by proposer");
+  spec_accepted_length_ = &prometheus::BuildHistogram()
+                               .Name("strata_speculative_acceptance_length")
+                               .Help("Draft tokens accepted per verification, by proposer")
+                               .Register(*registry_);
+  spec_tokens_per_step_ = &prometheus::BuildHistogram()
+                               .Name("strata_speculative_tokens_per_step")
+                               .Help(
+                                   "Tokens a sequence gained in one speculative step (the "
+                                   "accepted draft tokens and the one sampled after them), "
+                                   "by proposer")
+                               .Register(*registry_);
 }
 
 ServerMetrics::~ServerMetrics() = default;
@@ -211,9 +233,41 @@ void ServerMetrics::ObserveStep(const StepRecord& step) {
   grow(preemptions_, step.preemptions_total, last_step_.preemptions_total);
   grow(prefix_queries_, step.prefix_queries_total, last_step_.prefix_queries_total);
   grow(prefix_hits_, step.prefix_hits_total, last_step_.prefix_hits_total);
+  if (!step.proposer.empty()) ObserveSpeculationLocked(step);
   last_step_ = step;
   // Lets the tokens-per-second gauge fall back to 0 once generation stops.
   UpdateTokensPerSecondLocked(0, Clock::now());
+}
+
+void ServerMetrics::ObserveSpeculationLocked(const StepRecord& step) {
+  const prometheus::Labels labels = {{"proposer", step.proposer}};
+  const bool same = last_step_.proposer == step.proposer;
+  auto grow = [&](prometheus::Family<prometheus::Counter>* family, int64_t now, int64_t before) {
+    if (now > before) family->Add(labels).Increment(static_cast<double>(now - before));
+  };
+  grow(spec_verifications_, step.speculative_verifications_total,
+       same ? last_step_.speculative_verifications_total : 0);
+  grow(spec_proposed_, step.speculative_proposed_total,
+       same ? last_step_.speculative_proposed_total : 0);
+  grow(spec_accepted_, step.speculative_accepted_total,
+       same ? last_step_.speculative_accepted_total : 0);
+  // A bucket at every count a draft can have: the histograms are exact.
+  static const prometheus::Histogram::BucketBoundaries kCounts = [] {
+    prometheus::Histogram::BucketBoundaries b;
+    for (int i = 0; i <= 17; ++i) b.push_back(i);
+    return b;
+  }();
+  prometheus::Histogram& length = spec_accepted_length_->Add(labels, kCounts);
+  prometheus::Histogram& per_step = spec_tokens_per_step_->Add(labels, kCounts);
+  const std::vector<int64_t>& now = step.speculative_accepted_lengths;
+  const std::vector<int64_t>& before = last_step_.speculative_accepted_lengths;
+  for (size_t n = 0; n < now.size(); ++n) {
+    const int64_t was = same && n < before.size() ? before[n] : 0;
+    for (int64_t i = was; i < now[n]; ++i) {
+      length.Observe(static_cast<double>(n));
+      per_step.Observe(static_cast<double>(n + 1));
+    }
+  }
 }
 
 std::string ServerMetrics::Serialize() const {

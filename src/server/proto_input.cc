@@ -48,6 +48,7 @@ GenerationInput InputFromProto(const v1::GenerateRequest& request) {
   }
   in.sampling = SamplingFromProto(request.sampling());
   in.priority = request.priority();
+  if (request.has_speculative()) in.speculative = request.speculative();
   in.request_id = request.request_id();
   if (request.has_cache()) {
     const v1::CacheOptions& c = request.cache();

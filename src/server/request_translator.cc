@@ -206,6 +206,7 @@ StatusOr<TranslatedRequest> RequestTranslator::Translate(const GenerationInput& 
         std::to_string(limits_.max_abs_priority) + ", got " + std::to_string(input.priority));
   }
   out.request.priority = input.priority;
+  out.request.speculative = input.speculative;
   STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(input));
   STRATA_ASSIGN_OR_RETURN(out.request.params, Sampling(input.sampling, drawn_seed));
   out.seed = out.request.params.seed;

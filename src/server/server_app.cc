@@ -76,7 +76,12 @@ void SetHealth(grpc::Server* server, bool serving, bool embedding) {
   if (embedding) health->SetServingStatus(kEmbeddingServiceName, serving);
 }
 
-metrics::StepRecord ToStepRecord(const engine::EngineStats& s) {
+// The proposer's metrics label, "" without speculation.
+std::string SpeculativeProposerName(const ServerConfig& config) {
+  return config.speculative == "none" ? std::string() : config.speculative;
+}
+
+metrics::StepRecord ToStepRecord(const engine::EngineStats& s, const std::string& proposer) {
   metrics::StepRecord r;
   r.running = s.running;
   r.waiting = s.queued + s.waiting;
@@ -89,6 +94,12 @@ metrics::StepRecord ToStepRecord(const engine::EngineStats& s) {
   r.preemptions_total = s.preemptions_total;
   r.prefix_queries_total = s.kv.prefix_queries;
   r.prefix_hits_total = s.kv.prefix_hits;
+  r.proposer = proposer;
+  r.speculative_verifications_total = s.speculative_verifications_total;
+  r.speculative_proposed_total = s.speculative_proposed_tokens_total;
+  r.speculative_accepted_total = s.speculative_accepted_tokens_total;
+  r.speculative_accepted_lengths.assign(s.speculative_accepted_lengths.begin(),
+                                        s.speculative_accepted_lengths.end());
   return r;
 }
 
@@ -294,8 +305,9 @@ int RunServer(const ServerConfig& config) {
   ServerConfig load_config = config;
   load_config.backend = std::string(backend::BackendKindName(*kind));
   StatusOr<std::unique_ptr<ServingModel>> model =
-      LoadServingModel(load_config, [&metrics](const engine::EngineStats& stats, bool /*ran*/) {
-        metrics.ObserveStep(ToStepRecord(stats));
+      LoadServingModel(load_config, [&metrics, proposer = SpeculativeProposerName(config)](
+                                        const engine::EngineStats& stats, bool /*ran*/) {
+        metrics.ObserveStep(ToStepRecord(stats, proposer));
       });
   if (!model.ok()) {
     Log(LogLevel::kError, "cannot load the model",
@@ -327,7 +339,7 @@ int RunServer(const ServerConfig& config) {
     (*model)->submitter = response_cache->submitter.get();
     if (cache_admin != nullptr) cache_admin->Attach(response_cache->submitter.get());
   }
-  metrics.ObserveStep(ToStepRecord(engine.Stats()));
+  metrics.ObserveStep(ToStepRecord(engine.Stats(), SpeculativeProposerName(config)));
   engine.Start();
   state.Activate(model->get());
   SetHealth(server.get(), true, embedder != nullptr);

@@ -180,6 +180,38 @@ const std::vector<Setting>& Settings() {
        0,
        {},
        "file of prompts (one per line; \\n and \\\\ escapes) put into the prefix cache at start"},
+      {"speculative",
+       &ServerConfig::speculative,
+       0,
+       0,
+       {"none", "ngram"},
+       "speculative decoding: none, or ngram (drafts looked up in the prompt and output); "
+       "exact: outputs do not change"},
+      {"speculative_tokens",
+       &ServerConfig::speculative_tokens,
+       1,
+       16,
+       {},
+       "draft tokens per sequence per step at most"},
+      {"speculative_adaptive",
+       &ServerConfig::speculative_adaptive,
+       0,
+       0,
+       {},
+       "size each draft from its sequence's measured acceptance and the measured cost of a "
+       "token in the batch (off: always --speculative-tokens when the proposer has them)"},
+      {"speculative_ngram_min",
+       &ServerConfig::speculative_ngram_min,
+       1,
+       64,
+       {},
+       "the n-gram proposer's shortest suffix looked up"},
+      {"speculative_ngram_max",
+       &ServerConfig::speculative_ngram_max,
+       1,
+       64,
+       {},
+       "the n-gram proposer's longest suffix looked up"},
       {"default_max_tokens",
        &ServerConfig::default_max_tokens,
        1,
@@ -547,6 +579,12 @@ StatusOr<ServerConfig> LoadServerConfig(
   }
   if (config.model.empty()) {
     return InvalidArgumentError("the model is required: --model FILE (or STRATA_MODEL)");
+  }
+  if (config.speculative_ngram_min > config.speculative_ngram_max) {
+    return InvalidArgumentError("speculative_ngram_min (" +
+                                std::to_string(config.speculative_ngram_min) +
+                                ") must not exceed speculative_ngram_max (" +
+                                std::to_string(config.speculative_ngram_max) + ")");
   }
   if (config.semantic_cache && !config.response_cache) {
     return InvalidArgumentError("semantic_cache needs response_cache (--response-cache)");

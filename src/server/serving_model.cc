@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "strata/common/logging.h"
+#include "strata/engine/ngram_proposer.h"
 #include "strata/model/ggml_type.h"
 
 #ifndef STRATA_VERSION
@@ -165,6 +166,16 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   engine_options.batching = config.batching == "adaptive" ? engine::BatchingMode::kAdaptive
                                                           : engine::BatchingMode::kStatic;
   engine_options.adaptive.target_itl_seconds = config.target_itl_ms / 1000.0;
+  if (config.speculative == "ngram") {
+    engine::NgramProposerOptions ngram;
+    ngram.min_ngram = config.speculative_ngram_min;
+    ngram.max_ngram = config.speculative_ngram_max;
+    STRATA_RETURN_IF_ERROR(ngram.Validate());
+    engine_options.speculative.proposer = std::make_shared<engine::NgramProposer>(ngram);
+    engine_options.speculative.proposer_name = "ngram";
+    engine_options.speculative.policy.max_draft_tokens = config.speculative_tokens;
+    engine_options.speculative.policy.adaptive = config.speculative_adaptive;
+  }
   engine_options.step_observer = std::move(step_observer);
   STRATA_ASSIGN_OR_RETURN(
       m->engine, engine::Engine::Create(m->backend.get(), m->tokenizer.get(), engine_options));

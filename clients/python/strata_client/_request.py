@@ -59,6 +59,7 @@ class GenerationParams(TypedDict, total=False):
     cache_ttl_seconds: int
     cache_tags: Sequence[str]
     cache_semantic: bool
+    speculative: Optional[bool]
 
 
 def generate_request(
@@ -87,6 +88,7 @@ def generate_request(
     cache_ttl_seconds: int = 0,
     cache_tags: Sequence[str] = (),
     cache_semantic: bool = False,
+    speculative: Optional[bool] = None,
 ) -> pb.GenerateRequest:
     """A GenerateRequest; None leaves a field unset (the server's default applies). Range
     checks are the server's: it answers INVALID_ARGUMENT naming the field."""
@@ -130,6 +132,8 @@ def generate_request(
     options.ttl_seconds = cache_ttl_seconds
     options.tags.extend(cache_tags)
     options.semantic = cache_semantic
+    if speculative is not None:
+        request.speculative = speculative
     return request
 
 

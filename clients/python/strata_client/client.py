@@ -158,6 +158,8 @@ class Client:
         `cache_ttl_seconds` shortens this answer's life; `cache_tags` label it for an
         operator's invalidation; `cache_semantic=True` lets a similar earlier request's answer
         serve it (--semantic-cache). `Completion.usage.cached` says it came from the cache.
+        `speculative=False` keeps a server with --speculative from drafting for this request
+        (the output is the same either way).
 
         Raises InvalidRequestError naming the field when a value is out of range,
         QueueFullError when the server's queue is full, UnavailableError when it is down or

@@ -9,10 +9,20 @@
 // SubmissionQueue and a cancel list, and results come back through each request's
 // RequestStream.
 //
-// Each Step(): take cancellations and new requests -> schedule -> run one ragged batch ->
-// sample -> append, stream and finish. A sequence's prompt and generated tokens are both just
-// "tokens not yet computed"; prefill, chunked prefill, decode, prefix hits and recompute after
-// preemption are the same rule (see scheduler.h).
+// Each Step(): take cancellations and new requests -> propose drafts -> schedule -> run one
+// ragged batch -> sample (and verify drafts) -> append, stream and finish.
+//
+// Speculative decoding (EngineOptions::speculative): before scheduling, each sequence about to
+// decode may get a draft from the proposer, as long as SpeculationPolicy finds it worth its
+// cost. The draft runs in the sequence's chunk with every logits row kept; the engine then
+// samples the rows in order with the request's own sampler (its penalty window taking each
+// kept token, its generator one draw per row) and keeps tokens while the sampled token equals
+// the draft's. Drafts are deterministic guesses, so this is exact: a greedy request gets the
+// tokens it gets without speculation, and a sampled one gets, for the same seed, the same
+// tokens too (the token sampled where the draft is rejected is the one plain decoding would
+// have sampled there), provided the backend's logits do not depend on how a step is batched. A
+// sequence's prompt and generated tokens are both just "tokens not yet computed"; prefill, chunked
+// prefill, decode, prefix hits and recompute after preemption are the same rule (see scheduler.h).
 //
 // Errors: Submit refuses bad requests (INVALID_ARGUMENT naming the field), requests that could
 // never fit the context or the KV cache (INVALID_ARGUMENT), and a full queue
@@ -20,6 +30,7 @@
 // stop/length, cancelled, or error (a backend failure fails the requests of that step only).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -34,10 +45,13 @@
 #include "strata/common/status.h"
 #include "strata/engine/adaptive_budget.h"
 #include "strata/engine/model_runner.h"
+#include "strata/engine/output_processor.h"
+#include "strata/engine/proposer.h"
 #include "strata/engine/request.h"
 #include "strata/engine/request_stream.h"
 #include "strata/engine/request_submitter.h"
 #include "strata/engine/scheduler.h"
+#include "strata/engine/speculation_policy.h"
 #include "strata/engine/submission_queue.h"
 #include "strata/kv/kv_cache_manager.h"
 #include "strata/sampling/sampler.h"
@@ -52,6 +66,12 @@ enum class BatchingMode {
 
 struct EngineStats;
 
+struct SpeculativeOptions {
+  std::shared_ptr<Proposer> proposer;  // null: no speculation
+  std::string proposer_name;           // for metrics labels and logs ("ngram")
+  SpeculationPolicyOptions policy;
+};
+
 struct EngineOptions {
   SchedulerConfig scheduler;  // max_model_len 0 = the model's context length
   size_t max_queued_requests = 1024;
@@ -61,6 +81,7 @@ struct EngineOptions {
   uint64_t model_salt = 0;
   BatchingMode batching = BatchingMode::kStatic;
   AdaptiveBudgetOptions adaptive;  // used in kAdaptive mode
+  SpeculativeOptions speculative;
   // Called on the engine thread after every Step with a fresh snapshot, and whether the step
   // ran a batch (idle steps report the same state with no batch); for the metrics exporter.
   // Must be cheap, must not block and must not call into the engine.
@@ -81,6 +102,12 @@ struct EngineStats {
   int64_t cancelled_total = 0;
   int64_t failed_total = 0;
   int64_t generated_tokens_total = 0;
+  // Speculative decoding: drafts verified, their tokens, the tokens accepted, and verifications
+  // by the number of draft tokens accepted (index 0..kMaxDraftTokens).
+  int64_t speculative_verifications_total = 0;
+  int64_t speculative_proposed_tokens_total = 0;
+  int64_t speculative_accepted_tokens_total = 0;
+  std::array<int64_t, SpeculationPolicyOptions::kMaxDraftTokens + 1> speculative_accepted_lengths{};
   kv::KvCacheStats kv;
 };
 
@@ -131,8 +158,12 @@ class Engine final : public RequestSubmitter {
   void Loop();
   void TakeCancellations();
   void TakeSubmissions();
+  void ProposeDrafts();
   Status RunBatch(const SchedulerOutput& out);
   void Postprocess(const SchedulerOutput& out);
+  // Samples a drafted chunk's rows from `row` on and keeps tokens while they match the draft.
+  void VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
+                   OutputProcessor::Output* kept);
   void EndRequest(RequestId id, sampling::FinishReason reason, Status error);
   static void FillUsage(const Live& live, StreamChunk* last);
   void PublishStats(const SchedulerOutput* out);
@@ -150,6 +181,8 @@ class Engine final : public RequestSubmitter {
   ModelRunner runner_;
   std::vector<sampling::Sampler*> row_samplers_;  // this step's, one per sampled row
   std::vector<int32_t> sampled_;                  // this step's tokens, one per sampled row
+  SpeculationPolicy policy_;
+  std::vector<int32_t> draft_;  // ProposeDrafts' scratch
 
   // Shared with other threads.
   SubmissionQueue queue_;

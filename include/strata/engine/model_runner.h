@@ -25,12 +25,18 @@ class ModelRunner {
   explicit ModelRunner(backend::Backend* backend) : backend_(backend) {}
 
   // Runs `batch`; `samplers` has one entry per logits row of the batch, in batch order (the
-  // row's sequence's Sampler). Writes one token per row into *tokens (resized). The tokens are
-  // not Accept()ed: the caller does that for the tokens it keeps. On an error no token is
-  // returned (the rows' draws are spent: their requests fail with the step).
+  // row's sequence's Sampler, or null for a row whose logits the caller samples itself, as
+  // speculative verification does). Writes one token per row into *tokens (resized; -1 for
+  // the null rows, whose logits row() returns). The tokens are not Accept()ed: the caller does
+  // that for the tokens it keeps. On an error no token is returned (the rows' draws are spent:
+  // their requests fail with the step).
   [[nodiscard]] Status Run(const backend::Batch& batch,
                            std::span<sampling::Sampler* const> samplers,
                            std::vector<int32_t>* tokens);
+
+  // The logits of row `r` of the last Run, a row whose sampler was null: [vocab] fp32 the
+  // caller may overwrite; valid until the next Run.
+  std::span<float> row(size_t r);
 
   // Rows sampled on the backend and on the host since the runner was made.
   int64_t backend_sampled_rows() const { return backend_rows_; }
@@ -42,6 +48,7 @@ class ModelRunner {
   std::vector<sampling::TokenCount> counts_;  // every row's penalty counts, back to back
   std::vector<size_t> count_ends_;            // end of each row's counts in counts_
   backend::SampledStep step_;
+  std::vector<int64_t> host_row_;  // per row of the last Run: its index in step_.logits or -1
   int64_t backend_rows_ = 0;
   int64_t host_rows_ = 0;
 };

@@ -35,6 +35,9 @@ struct Request {
   sampling::SamplingParams params;  // Engine::Submit validates it
   // Scheduling class: higher is admitted first and preempted last; FCFS within a class.
   int32_t priority = 0;
+  // May the engine speculate for this request (when it runs a proposer)? Outputs are the same
+  // either way (speculation is exact); a client may opt out, e.g. to measure without it.
+  bool speculative = true;
   CachePolicy cache;
 };
 

@@ -21,6 +21,11 @@
 //      so a request that fits the whole cache always starts eventually.
 // A chunk that reaches the end of `tokens` samples: the engine takes the last logits row,
 // samples and calls AppendToken (or Finish).
+// Speculative drafts (SetDraft) ride along as uncomputed tokens. A running sequence's draft is
+// scheduled whole or trimmed to what the step allows (budget, chunk cap); when its blocks
+// cannot be reserved the draft is dropped before anyone is preempted for it, and a preempted
+// sequence loses its draft. A drafted chunk keeps every logits row (the engine verifies the
+// draft, then calls ResolveDraft and AppendToken or Finish).
 //
 // Guarantees: a step schedules at most the token budget and at most max_batch_size sequences;
 // the first running sequence always progresses (it is only preempted when it runs alone, and a
@@ -72,6 +77,9 @@ struct ScheduledSequence {
   int64_t start_pos = 0;    // == seq->num_computed_tokens when scheduled
   int64_t num_tokens = 0;   // >= 1
   bool samples = false;     // the chunk reaches the end of seq->tokens: sample after the forward
+  // Draft tokens at the end of the chunk (seq->num_draft_tokens when scheduled): the chunk is
+  // [last sampled token, draft...] and has 1 + num_draft logits rows to verify.
+  int64_t num_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -129,6 +137,20 @@ class Scheduler {
   // computed by the next step that schedules the sequence, in one chunk if the budget allows.
   void AppendTokens(kv::SequenceId id, std::span<const int32_t> tokens);
 
+  // Appends a speculative draft to running sequence `id`, which must be about to decode (one
+  // uncomputed token: the last sampled one) and hold no draft. At most
+  // max_tokens - num_generated() - 1 tokens (programmer invariant), so that the draft's
+  // accepted tokens and the token sampled after them stay within max_tokens.
+  void SetDraft(kv::SequenceId id, std::span<const int32_t> draft);
+
+  // Tokens sequence `id` may still take as a draft now (0 when it is not about to decode).
+  int64_t DraftRoom(kv::SequenceId id) const;
+
+  // After the forward of a drafted chunk (OnStepDone): keeps the first `num_accepted` draft
+  // tokens of running sequence `id` as its own (computed) tokens and drops the rest with their
+  // KV. The engine then appends the token sampled after them.
+  void ResolveDraft(kv::SequenceId id, int64_t num_accepted);
+
   // Rolls running sequence `id` back to its first `num_tokens` tokens (prompt_len <= num_tokens
   // <= num_tokens()), at the point where AppendToken could be called (its chunk sampled): the
   // tokens after are dropped and their KV released (KvCacheManager::Truncate). False, nothing
@@ -166,6 +188,8 @@ class Scheduler {
   };
 
   Sequence* Held(kv::SequenceId id) const;
+  // Drops the draft tokens of `seq` (whose draft is not computed) beyond the first `keep`.
+  static void TrimDraft(Sequence* seq, int64_t keep);
   int64_t ChunkSize(const Sequence& seq, int64_t budget_left) const;
   void Preempt(Sequence* seq, SchedulerOutput* out);
   // Admits waiting sequences into `out` while budget, batch size and blocks allow. Returns the
@@ -188,7 +212,8 @@ class Scheduler {
 };
 
 // The step's ragged batch: one slice per scheduled sequence, in order, with its tokens, start
-// position and KV blocks; logits kLast for a sampling chunk, kNone otherwise. The spans point
+// position and KV blocks; logits kAll for a drafted chunk, kLast for another sampling chunk,
+// kNone otherwise. The spans point
 // into the sequences and `kv`: valid until the next AppendToken, Finish, Cancel or Schedule.
 backend::Batch MakeBatch(const SchedulerOutput& out, const kv::KvCacheManager& kv);
 

@@ -10,7 +10,14 @@
 // Ownership and thread rules: the Scheduler owns every Sequence from Add until Finish (which
 // hands it back) or Cancel (which destroys it). Only the engine thread reads or writes one; the
 // scheduler alone changes `status`, `arrival`, `num_computed_tokens`, `num_cached_tokens`,
-// `num_preemptions` and (through Scheduler::AppendToken) `tokens`.
+// `num_preemptions`, `num_draft_tokens` and (through Scheduler::AppendToken, SetDraft and
+// ResolveDraft) `tokens`.
+//
+// Speculative decoding (issue 18): a sequence about to decode (one uncomputed token, the last
+// sampled) may carry a draft, `num_draft_tokens` guessed tokens appended after it. They are
+// scheduled and run like any uncomputed tokens, their logits are all kept, and after the
+// forward the engine verifies them and the scheduler drops the rejected ones; a step that
+// cannot run the whole draft trims it, and a preempted sequence loses it.
 #pragma once
 
 #include <cstdint>
@@ -52,11 +59,16 @@ struct Sequence {
   int64_t num_computed_tokens = 0;
   // Of those, how many came from the prefix cache when the sequence last started.
   int64_t num_cached_tokens = 0;
+  // Trailing `tokens` that are an unverified draft (0 when none): never in the prefix cache,
+  // never counted as generated.
+  int64_t num_draft_tokens = 0;
   SequenceStatus status = SequenceStatus::kWaiting;
   int32_t num_preemptions = 0;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
-  int64_t num_generated() const { return num_tokens() - prompt_len; }
+  // Tokens without the draft: the prompt and the tokens the model has chosen.
+  int64_t num_verified_tokens() const { return num_tokens() - num_draft_tokens; }
+  int64_t num_generated() const { return num_verified_tokens() - prompt_len; }
   // Tokens still to run through a forward before the next sample.
   int64_t num_uncomputed() const { return num_tokens() - num_computed_tokens; }
 };

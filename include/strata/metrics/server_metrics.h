@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace prometheus {
 class Registry;
@@ -59,6 +60,13 @@ struct StepRecord {
   int64_t preemptions_total = 0;
   int64_t prefix_queries_total = 0;  // prompt blocks looked up
   int64_t prefix_hits_total = 0;     // of which found
+  // Speculative decoding ("" proposer: off): drafts verified, their tokens, the tokens
+  // accepted, and verifications by accepted draft tokens (index = count).
+  std::string proposer;
+  int64_t speculative_verifications_total = 0;
+  int64_t speculative_proposed_total = 0;
+  int64_t speculative_accepted_total = 0;
+  std::vector<int64_t> speculative_accepted_lengths;
 };
 
 struct BuildInfo {
@@ -118,6 +126,7 @@ class ServerMetrics {
   Latency AddLatency(const std::string& what, const std::string& help);
   void UpdateTokensPerSecond(int64_t n);
   void UpdateTokensPerSecondLocked(int64_t n, std::chrono::steady_clock::time_point now);
+  void ObserveSpeculationLocked(const StepRecord& step);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::chrono::seconds summary_window_;
@@ -156,6 +165,13 @@ class ServerMetrics {
   prometheus::Gauge* batch_size_ = nullptr;
   prometheus::Gauge* tokens_per_second_ = nullptr;
   prometheus::Histogram* iteration_tokens_ = nullptr;
+
+  // Speculative decoding, by {proposer}.
+  prometheus::Family<prometheus::Counter>* spec_verifications_ = nullptr;
+  prometheus::Family<prometheus::Counter>* spec_proposed_ = nullptr;
+  prometheus::Family<prometheus::Counter>* spec_accepted_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* spec_accepted_length_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* spec_tokens_per_step_ = nullptr;
 
   std::mutex mutex_;  // guards what follows
   StepRecord last_step_;

@@ -58,7 +58,8 @@ struct GenerationInput {
   std::optional<bool> add_generation_prompt;  // chat only; unset: true
   SamplingInput sampling;
   int32_t priority = 0;
-  std::string request_id;  // the client's id, echoed back and logged
+  bool speculative = true;  // the server may speculate (--speculative) for this request
+  std::string request_id;   // the client's id, echoed back and logged
   CacheInput cache;
 };
 

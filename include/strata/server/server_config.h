@@ -65,6 +65,13 @@ struct ServerConfig {
   bool enable_prefix_caching = true;
   std::string preload_prompts;  // file of prompts put into the prefix cache at start-up
 
+  // Speculative decoding (engine/engine.h): "none" or "ngram" (prompt lookup).
+  std::string speculative = "none";
+  int32_t speculative_tokens = 6;     // draft tokens per step at most
+  bool speculative_adaptive = true;   // draft length from measured acceptance and cost
+  int32_t speculative_ngram_min = 2;  // the n-gram proposer's shortest suffix
+  int32_t speculative_ngram_max = 4;  // and longest
+
   // Requests.
   int32_t default_max_tokens = 256;
 

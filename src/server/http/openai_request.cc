@@ -338,6 +338,7 @@ bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t defaul
     in.priority = static_cast<int32_t>(*p);
   }
   if (const std::optional<std::string> id = r.String("request_id")) in.request_id = *id;
+  if (const std::optional<bool> speculative = r.Bool("speculative")) in.speculative = *speculative;
   if (const std::optional<std::string> user = r.String("user")) out->user = *user;
   // Strata's response cache (--response-cache): opt out, a namespace, a shorter lifetime.
   if (const std::optional<bool> use = r.Bool("cache")) in.cache.use = *use;

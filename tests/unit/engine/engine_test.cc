@@ -12,6 +12,7 @@
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/engine/generator.h"
 #include "strata/model/gguf_file.h"
+#include "support/engine_drain.h"
 #include "support/failing_backend.h"
 #include "support/host_sampling_backend.h"
 #include "support/tiny_llama.h"
@@ -23,34 +24,9 @@ using namespace strata::testing::tiny_llama;  // NOLINT: the tiny model's consta
 using sampling::FinishReason;
 using sampling::SamplingParams;
 
-// What one request produced, read back from its stream.
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<sampling::SampleLogprobs> logprobs;
-  std::string text;
-  std::optional<FinishReason> finish;
-  Status error;
-  RequestUsage usage;
-  RequestTiming timing;
-  int chunks = 0;
-};
-
-// Takes everything queued on `stream` so far (non-blocking).
-void Collect(RequestStream& stream, Output* out) {
-  StreamChunk chunk;
-  while (stream.Next(&chunk, std::chrono::seconds(0))) {
-    ++out->chunks;
-    out->tokens.insert(out->tokens.end(), chunk.token_ids.begin(), chunk.token_ids.end());
-    out->logprobs.insert(out->logprobs.end(), chunk.logprobs.begin(), chunk.logprobs.end());
-    out->text += chunk.text;
-    if (chunk.finish_reason) {
-      out->finish = chunk.finish_reason;
-      out->error = chunk.error;
-      out->usage = chunk.usage;
-      out->timing = chunk.timing;
-    }
-  }
-}
+using Output = strata::testing::EngineOutput;
+using strata::testing::Collect;
+using strata::testing::Drain;
 
 SamplingParams Greedy(int32_t max_tokens) {
   SamplingParams p;
@@ -102,28 +78,6 @@ class EngineTest : public ::testing::Test {
     auto engine = Engine::Create(backend, tokenizer_.get(), options);
     EXPECT_TRUE(engine.ok()) << engine.status().ToString();
     return engine.ok() ? std::move(*engine) : nullptr;
-  }
-
-  // Steps `engine` by hand until every stream has finished, collecting their outputs.
-  static std::vector<Output> Drain(Engine& engine,
-                                   const std::vector<std::shared_ptr<RequestStream>>& streams) {
-    std::vector<Output> outputs(streams.size());
-    for (int step = 0; step < 100000; ++step) {
-      bool did_work = false;
-      Status status = engine.Step(&did_work);
-      EXPECT_TRUE(status.ok()) << status.ToString();
-      bool all = true;
-      for (size_t i = 0; i < streams.size(); ++i) {
-        Collect(*streams[i], &outputs[i]);
-        all &= outputs[i].finish.has_value();
-      }
-      if (all) break;
-      if (!did_work) {
-        ADD_FAILURE() << "the engine idles with unfinished requests";
-        break;
-      }
-    }
-    return outputs;
   }
 
   static std::vector<uint8_t>* bytes_;

@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrata/v1/generation.proto\x12\tstrata.v1\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"v\n\x0c\x43hatMessages\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.strata.v1.ChatMessage\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x02 \x01(\x08H\x00\x88\x01\x01\x42\x18\n\x16_add_generation_prompt\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xc6\x03\n\x0eSamplingParams\x12\x17\n\nmax_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x0btemperature\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_p\x18\x03 \x01(\x02H\x02\x88\x01\x01\x12\x12\n\x05top_k\x18\x04 \x01(\x05H\x03\x88\x01\x01\x12\x12\n\x05min_p\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12\x11\n\x04seed\x18\t \x01(\x04H\x08\x88\x01\x01\x12\x0c\n\x04stop\x18\n \x03(\t\x12\x16\n\x0estop_token_ids\x18\x0b \x03(\x05\x12\x12\n\nignore_eos\x18\x0c \x01(\x08\x12\x10\n\x08logprobs\x18\r \x01(\x05\x42\r\n\x0b_max_tokensB\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x08\n\x06_min_pB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\x07\n\x05_seed\"\xfa\x01\n\x0fGenerateRequest\x12\x10\n\x06prompt\x18\x01 \x01(\tH\x00\x12(\n\ttoken_ids\x18\x02 \x01(\x0b\x32\x13.strata.v1.TokenIdsH\x00\x12\'\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x17.strata.v1.ChatMessagesH\x00\x12+\n\x08sampling\x18\x04 \x01(\x0b\x32\x19.strata.v1.SamplingParams\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12&\n\x05\x63\x61\x63he\x18\x07 \x01(\x0b\x32\x17.strata.v1.CacheOptionsB\x07\n\x05input\"p\n\x0c\x43\x61\x63heOptions\x12\x10\n\x03use\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x03 \x01(\r\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x10\n\x08semantic\x18\x05 \x01(\x08\x42\x06\n\x04_use\"g\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06\x63\x61\x63hed\x18\x04 \x01(\x08\"[\n\x06Timing\x12\x15\n\rqueue_seconds\x18\x01 \x01(\x01\x12#\n\x1btime_to_first_token_seconds\x18\x02 \x01(\x01\x12\x15\n\rtotal_seconds\x18\x03 \x01(\x01\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"^\n\rTokenLogprobs\x12\'\n\x06\x63hosen\x18\x01 \x01(\x0b\x32\x17.strata.v1.TokenLogprob\x12$\n\x03top\x18\x02 \x03(\x0b\x32\x17.strata.v1.TokenLogprob\"\xf5\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12.\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x17.strata.v1.FinishReason\x12\x1f\n\x05usage\x18\x05 \x01(\x0b\x32\x10.strata.v1.Usage\x12!\n\x06timing\x18\x06 \x01(\x0b\x32\x11.strata.v1.Timing\x12*\n\x08logprobs\x18\x07 \x03(\x0b\x32\x18.strata.v1.TokenLogprobs\x12\x0c\n\x04seed\x18\x08 \x01(\x04\"\xfb\x01\n\x16GenerateStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12*\n\x08logprobs\x18\x04 \x03(\x0b\x32\x18.strata.v1.TokenLogprobs\x12.\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x17.strata.v1.FinishReason\x12\x1f\n\x05usage\x18\x06 \x01(\x0b\x32\x10.strata.v1.Usage\x12!\n\x06timing\x18\x07 \x01(\x0b\x32\x11.strata.v1.Timing\x12\x0c\n\x04seed\x18\x08 \x01(\x04\"\x7f\n\x0fTokenizeRequest\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\'\n\x04\x63hat\x18\x02 \x01(\x0b\x32\x17.strata.v1.ChatMessagesH\x00\x12\x13\n\x0b\x61\x64\x64_special\x18\x03 \x01(\x08\x12\x15\n\rparse_special\x18\x04 \x01(\x08\x42\x07\n\x05input\"5\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x0e\n\x06pieces\x18\x02 \x03(\t\">\n\x11\x44\x65tokenizeRequest\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x16\n\x0erender_special\x18\x02 \x01(\x08\"\"\n\x12\x44\x65tokenizeResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x15\n\x13GetModelInfoRequest\"\xa8\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x61rchitecture\x18\x02 \x01(\t\x12\x12\n\nparameters\x18\x03 \x01(\x03\x12\x14\n\x0cquantization\x18\x04 \x01(\t\x12\x16\n\x0e\x63ontext_length\x18\x05 \x01(\x05\x12\x12\n\nvocab_size\x18\x06 \x01(\x05\x12\x15\n\rchat_template\x18\x07 \x01(\t\x12\x16\n\x0emax_batch_size\x18\x08 \x01(\x05\x12\x1a\n\x12max_batched_tokens\x18\t \x01(\x03\x12\x17\n\x0fkv_cache_tokens\x18\n \x01(\x03\x12\x1b\n\x13max_queued_requests\x18\x0b \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x0c \x01(\t\x12\x0f\n\x07version\x18\r \x01(\t*\x95\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x1b\n\x17\x46INISH_REASON_CANCELLED\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04\x32\xfa\x02\n\nGeneration\x12\x43\n\x08Generate\x12\x1a.strata.v1.GenerateRequest\x1a\x1b.strata.v1.GenerateResponse\x12Q\n\x0eGenerateStream\x12\x1a.strata.v1.GenerateRequest\x1a!.strata.v1.GenerateStreamResponse0\x01\x12\x43\n\x08Tokenize\x12\x1a.strata.v1.TokenizeRequest\x1a\x1b.strata.v1.TokenizeResponse\x12I\n\nDetokenize\x12\x1c.strata.v1.DetokenizeRequest\x1a\x1d.strata.v1.DetokenizeResponse\x12\x44\n\x0cGetModelInfo\x12\x1e.strata.v1.GetModelInfoRequest\x1a\x14.strata.v1.ModelInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1astrata/v1/generation.proto\x12\tstrata.v1\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"v\n\x0c\x43hatMessages\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.strata.v1.ChatMessage\x12\"\n\x15\x61\x64\x64_generation_prompt\x18\x02 \x01(\x08H\x00\x88\x01\x01\x42\x18\n\x16_add_generation_prompt\"\x17\n\x08TokenIds\x12\x0b\n\x03ids\x18\x01 \x03(\x05\"\xc6\x03\n\x0eSamplingParams\x12\x17\n\nmax_tokens\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x0btemperature\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x12\n\x05top_p\x18\x03 \x01(\x02H\x02\x88\x01\x01\x12\x12\n\x05top_k\x18\x04 \x01(\x05H\x03\x88\x01\x01\x12\x12\n\x05min_p\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x06 \x01(\x02H\x05\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x07 \x01(\x02H\x06\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x08 \x01(\x02H\x07\x88\x01\x01\x12\x11\n\x04seed\x18\t \x01(\x04H\x08\x88\x01\x01\x12\x0c\n\x04stop\x18\n \x03(\t\x12\x16\n\x0estop_token_ids\x18\x0b \x03(\x05\x12\x12\n\nignore_eos\x18\x0c \x01(\x08\x12\x10\n\x08logprobs\x18\r \x01(\x05\x42\r\n\x0b_max_tokensB\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x08\n\x06_min_pB\x15\n\x13_repetition_penaltyB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\x07\n\x05_seed\"\xa4\x02\n\x0fGenerateRequest\x12\x10\n\x06prompt\x18\x01 \x01(\tH\x00\x12(\n\ttoken_ids\x18\x02 \x01(\x0b\x32\x13.strata.v1.TokenIdsH\x00\x12\'\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x17.strata.v1.ChatMessagesH\x00\x12+\n\x08sampling\x18\x04 \x01(\x0b\x32\x19.strata.v1.SamplingParams\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12&\n\x05\x63\x61\x63he\x18\x07 \x01(\x0b\x32\x17.strata.v1.CacheOptions\x12\x18\n\x0bspeculative\x18\x08 \x01(\x08H\x01\x88\x01\x01\x42\x07\n\x05inputB\x0e\n\x0c_speculative\"p\n\x0c\x43\x61\x63heOptions\x12\x10\n\x03use\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x03 \x01(\r\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x10\n\x08semantic\x18\x05 \x01(\x08\x42\x06\n\x04_use\"g\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\x05\x12\x0e\n\x06\x63\x61\x63hed\x18\x04 \x01(\x08\"[\n\x06Timing\x12\x15\n\rqueue_seconds\x18\x01 \x01(\x01\x12#\n\x1btime_to_first_token_seconds\x18\x02 \x01(\x01\x12\x15\n\rtotal_seconds\x18\x03 \x01(\x01\"1\n\x0cTokenLogprob\x12\x10\n\x08token_id\x18\x01 \x01(\x05\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"^\n\rTokenLogprobs\x12\'\n\x06\x63hosen\x18\x01 \x01(\x0b\x32\x17.strata.v1.TokenLogprob\x12$\n\x03top\x18\x02 \x03(\x0b\x32\x17.strata.v1.TokenLogprob\"\xf5\x01\n\x10GenerateResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12.\n\rfinish_reason\x18\x04 \x01(\x0e\x32\x17.strata.v1.FinishReason\x12\x1f\n\x05usage\x18\x05 \x01(\x0b\x32\x10.strata.v1.Usage\x12!\n\x06timing\x18\x06 \x01(\x0b\x32\x11.strata.v1.Timing\x12*\n\x08logprobs\x18\x07 \x03(\x0b\x32\x18.strata.v1.TokenLogprobs\x12\x0c\n\x04seed\x18\x08 \x01(\x04\"\xfb\x01\n\x16GenerateStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x11\n\ttoken_ids\x18\x02 \x03(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12*\n\x08logprobs\x18\x04 \x03(\x0b\x32\x18.strata.v1.TokenLogprobs\x12.\n\rfinish_reason\x18\x05 \x01(\x0e\x32\x17.strata.v1.FinishReason\x12\x1f\n\x05usage\x18\x06 \x01(\x0b\x32\x10.strata.v1.Usage\x12!\n\x06timing\x18\x07 \x01(\x0b\x32\x11.strata.v1.Timing\x12\x0c\n\x04seed\x18\x08 \x01(\x04\"\x7f\n\x0fTokenizeRequest\x12\x0e\n\x04text\x18\x01 \x01(\tH\x00\x12\'\n\x04\x63hat\x18\x02 \x01(\x0b\x32\x17.strata.v1.ChatMessagesH\x00\x12\x13\n\x0b\x61\x64\x64_special\x18\x03 \x01(\x08\x12\x15\n\rparse_special\x18\x04 \x01(\x08\x42\x07\n\x05input\"5\n\x10TokenizeResponse\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x0e\n\x06pieces\x18\x02 \x03(\t\">\n\x11\x44\x65tokenizeRequest\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x16\n\x0erender_special\x18\x02 \x01(\x08\"\"\n\x12\x44\x65tokenizeResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\"\x15\n\x13GetModelInfoRequest\"\xa8\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x61rchitecture\x18\x02 \x01(\t\x12\x12\n\nparameters\x18\x03 \x01(\x03\x12\x14\n\x0cquantization\x18\x04 \x01(\t\x12\x16\n\x0e\x63ontext_length\x18\x05 \x01(\x05\x12\x12\n\nvocab_size\x18\x06 \x01(\x05\x12\x15\n\rchat_template\x18\x07 \x01(\t\x12\x16\n\x0emax_batch_size\x18\x08 \x01(\x05\x12\x1a\n\x12max_batched_tokens\x18\t \x01(\x03\x12\x17\n\x0fkv_cache_tokens\x18\n \x01(\x03\x12\x1b\n\x13max_queued_requests\x18\x0b \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x0c \x01(\t\x12\x0f\n\x07version\x18\r \x01(\t*\x95\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x1b\n\x17\x46INISH_REASON_CANCELLED\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04\x32\xfa\x02\n\nGeneration\x12\x43\n\x08Generate\x12\x1a.strata.v1.GenerateRequest\x1a\x1b.strata.v1.GenerateResponse\x12Q\n\x0eGenerateStream\x12\x1a.strata.v1.GenerateRequest\x1a!.strata.v1.GenerateStreamResponse0\x01\x12\x43\n\x08Tokenize\x12\x1a.strata.v1.TokenizeRequest\x1a\x1b.strata.v1.TokenizeResponse\x12I\n\nDetokenize\x12\x1c.strata.v1.DetokenizeRequest\x1a\x1d.strata.v1.DetokenizeResponse\x12\x44\n\x0cGetModelInfo\x12\x1e.strata.v1.GetModelInfoRequest\x1a\x14.strata.v1.ModelInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strata_client._proto.strata.v1.generation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FINISHREASON']._serialized_start=2510
-  _globals['_FINISHREASON']._serialized_end=2659
+  _globals['_FINISHREASON']._serialized_start=2552
+  _globals['_FINISHREASON']._serialized_end=2701
   _globals['_CHATMESSAGE']._serialized_start=41
   _globals['_CHATMESSAGE']._serialized_end=85
   _globals['_CHATMESSAGES']._serialized_start=87
@@ -42,33 +42,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SAMPLINGPARAMS']._serialized_start=233
   _globals['_SAMPLINGPARAMS']._serialized_end=687
   _globals['_GENERATEREQUEST']._serialized_start=690
-  _globals['_GENERATEREQUEST']._serialized_end=940
-  _globals['_CACHEOPTIONS']._serialized_start=942
-  _globals['_CACHEOPTIONS']._serialized_end=1054
-  _globals['_USAGE']._serialized_start=1056
-  _globals['_USAGE']._serialized_end=1159
-  _globals['_TIMING']._serialized_start=1161
-  _globals['_TIMING']._serialized_end=1252
-  _globals['_TOKENLOGPROB']._serialized_start=1254
-  _globals['_TOKENLOGPROB']._serialized_end=1303
-  _globals['_TOKENLOGPROBS']._serialized_start=1305
-  _globals['_TOKENLOGPROBS']._serialized_end=1399
-  _globals['_GENERATERESPONSE']._serialized_start=1402
-  _globals['_GENERATERESPONSE']._serialized_end=1647
-  _globals['_GENERATESTREAMRESPONSE']._serialized_start=1650
-  _globals['_GENERATESTREAMRESPONSE']._serialized_end=1901
-  _globals['_TOKENIZEREQUEST']._serialized_start=1903
-  _globals['_TOKENIZEREQUEST']._serialized_end=2030
-  _globals['_TOKENIZERESPONSE']._serialized_start=2032
-  _globals['_TOKENIZERESPONSE']._serialized_end=2085
-  _globals['_DETOKENIZEREQUEST']._serialized_start=2087
-  _globals['_DETOKENIZEREQUEST']._serialized_end=2149
-  _globals['_DETOKENIZERESPONSE']._serialized_start=2151
-  _globals['_DETOKENIZERESPONSE']._serialized_end=2185
-  _globals['_GETMODELINFOREQUEST']._serialized_start=2187
-  _globals['_GETMODELINFOREQUEST']._serialized_end=2208
-  _globals['_MODELINFO']._serialized_start=2211
-  _globals['_MODELINFO']._serialized_end=2507
-  _globals['_GENERATION']._serialized_start=2662
-  _globals['_GENERATION']._serialized_end=3040
+  _globals['_GENERATEREQUEST']._serialized_end=982
+  _globals['_CACHEOPTIONS']._serialized_start=984
+  _globals['_CACHEOPTIONS']._serialized_end=1096
+  _globals['_USAGE']._serialized_start=1098
+  _globals['_USAGE']._serialized_end=1201
+  _globals['_TIMING']._serialized_start=1203
+  _globals['_TIMING']._serialized_end=1294
+  _globals['_TOKENLOGPROB']._serialized_start=1296
+  _globals['_TOKENLOGPROB']._serialized_end=1345
+  _globals['_TOKENLOGPROBS']._serialized_start=1347
+  _globals['_TOKENLOGPROBS']._serialized_end=1441
+  _globals['_GENERATERESPONSE']._serialized_start=1444
+  _globals['_GENERATERESPONSE']._serialized_end=1689
+  _globals['_GENERATESTREAMRESPONSE']._serialized_start=1692
+  _globals['_GENERATESTREAMRESPONSE']._serialized_end=1943
+  _globals['_TOKENIZEREQUEST']._serialized_start=1945
+  _globals['_TOKENIZEREQUEST']._serialized_end=2072
+  _globals['_TOKENIZERESPONSE']._serialized_start=2074
+  _globals['_TOKENIZERESPONSE']._serialized_end=2127
+  _globals['_DETOKENIZEREQUEST']._serialized_start=2129
+  _globals['_DETOKENIZEREQUEST']._serialized_end=2191
+  _globals['_DETOKENIZERESPONSE']._serialized_start=2193
+  _globals['_DETOKENIZERESPONSE']._serialized_end=2227
+  _globals['_GETMODELINFOREQUEST']._serialized_start=2229
+  _globals['_GETMODELINFOREQUEST']._serialized_end=2250
+  _globals['_MODELINFO']._serialized_start=2253
+  _globals['_MODELINFO']._serialized_end=2549
+  _globals['_GENERATION']._serialized_start=2704
+  _globals['_GENERATION']._serialized_end=3082
 # @@protoc_insertion_point(module_scope)

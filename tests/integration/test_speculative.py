@@ -1,0 +1,152 @@
+"""Speculative decoding (--speculative ngram) on the real server and model: outputs equal those
+of a server without it (greedy and seeded sampling, alone and concurrent, unary, streaming and
+HTTP, stop strings), drafts are proposed and accepted on input-grounded prompts, a request can
+opt out, the metrics are exported, and bad settings are refused at start-up."""
+import concurrent.futures
+import json
+import subprocess
+import urllib.request
+
+import pytest
+
+from strata_server import Server, build_dir, greedy, model_path, pb
+
+MODEL = "gemma-3-270m-q4_k_m"
+PASSAGE = ("The lighthouse keeper climbed the hundred and twelve steps every evening at dusk. "
+           "He trimmed the wick, polished the great lens with a soft cloth, and wrote the "
+           "weather in a leather book: wind from the south-west, a light swell, rain by "
+           "midnight. Ships passing the headland never saw him, only the beam that swept the "
+           "water every nine seconds, as it had for ninety years.")
+GROUNDED = [
+    [{"role": "user", "content": "Repeat the following text exactly.\n\n" + PASSAGE}],
+    [{"role": "user", "content": "Rewrite this text, replacing 'lighthouse keeper' with "
+                                 "'old sailor':\n\n" + PASSAGE}],
+]
+FREE = ["Write a short story about a fox who learns to sing.",
+        "Explain why the sky is blue in two sentences.",
+        "List five uses for a paper clip."]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    plain = Server("--max-model-len", "2048")
+    # Fixed-length drafts whenever there is a match: the most verification to get wrong.
+    spec = Server("--max-model-len", "2048", "--speculative", "ngram",
+                  "--speculative-adaptive", "false", "--speculative-tokens", "6")
+    plain.wait_serving()
+    spec.wait_serving()
+    yield plain, spec
+    assert plain.stop() == 0, plain.log()
+    assert spec.stop() == 0, spec.log()
+
+
+def chat(messages):
+    return pb.ChatMessages(messages=[pb.ChatMessage(role=m["role"], content=m["content"])
+                                     for m in messages])
+
+
+def run(server, sampling, *, prompt=None, messages=None, **fields):
+    req = pb.GenerateRequest(sampling=sampling, **fields)
+    if prompt is not None:
+        req.prompt = prompt
+    else:
+        req.chat.CopyFrom(chat(messages))
+    return server.stub.Generate(req, timeout=300)
+
+
+def counters(server):
+    return (server.metric("strata_speculative_proposed_tokens_total", 'proposer="ngram"'),
+            server.metric("strata_speculative_accepted_tokens_total", 'proposer="ngram"'))
+
+
+def test_greedy_outputs_equal_and_grounded_drafts_are_accepted(servers):
+    plain, spec = servers
+    proposed0, accepted0 = counters(spec)
+    for messages in GROUNDED:
+        a = run(plain, greedy(160), messages=messages)
+        b = run(spec, greedy(160), messages=messages)
+        assert list(b.token_ids) == list(a.token_ids)
+        assert b.text == a.text
+    proposed1, accepted1 = counters(spec)
+    assert proposed1 > proposed0
+    # Copying a passage: most drafts are right.
+    assert accepted1 - accepted0 > 0.5 * (proposed1 - proposed0), (proposed1, accepted1)
+    for prompt in FREE:
+        a = run(plain, greedy(96), prompt=prompt)
+        b = run(spec, greedy(96), prompt=prompt)
+        assert list(b.token_ids) == list(a.token_ids), prompt
+
+
+def test_concurrent_requests_give_the_sequential_outputs(servers):
+    plain, spec = servers
+    jobs = [dict(messages=GROUNDED[i % 2]) if i % 2 == 0 else dict(prompt=FREE[i % 3])
+            for i in range(8)]
+    expected = [list(run(plain, greedy(64), **job).token_ids) for job in jobs]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda job: list(run(spec, greedy(64), **job).token_ids), jobs))
+    assert got == expected
+
+
+def test_seeded_sampling_gives_the_same_tokens(servers):
+    plain, spec = servers
+    sampling = pb.SamplingParams(max_tokens=80, temperature=0.8, top_p=0.95, top_k=40,
+                                 repetition_penalty=1.1, seed=1234, ignore_eos=True)
+    for messages in GROUNDED:
+        a = run(plain, sampling, messages=messages)
+        b = run(spec, sampling, messages=messages)
+        assert list(b.token_ids) == list(a.token_ids)
+
+
+def test_streaming_with_a_stop_string_matches(servers):
+    plain, spec = servers
+    full = run(plain, greedy(120), messages=GROUNDED[0]).text
+    words = full.split()
+    assert len(words) > 12, full
+    stop = " ".join(words[8:10])
+    req = pb.GenerateRequest(chat=chat(GROUNDED[0]), sampling=greedy(120, stop=[stop]))
+    chunks = list(spec.stub.GenerateStream(req, timeout=300))
+    text = "".join(c.text for c in chunks)
+    assert text == full[:full.index(stop)]
+    assert chunks[-1].finish_reason == pb.FINISH_REASON_STOP
+
+
+def test_a_request_can_opt_out(servers):
+    _, spec = servers
+    before = counters(spec)
+    out = run(spec, greedy(60), messages=GROUNDED[0], speculative=False)
+    assert len(out.token_ids) > 0
+    body = {"model": MODEL, "messages": GROUNDED[0], "max_tokens": 40, "temperature": 0,
+            "speculative": False}
+    req = urllib.request.Request(f"http://127.0.0.1:{spec.http_port}/v1/chat/completions",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        assert json.load(r)["usage"]["completion_tokens"] > 0
+    assert counters(spec) == before
+    # The same request without the opt-out is drafted for.
+    run(spec, greedy(60), messages=GROUNDED[0])
+    assert counters(spec)[0] > before[0]
+
+
+def test_metrics_describe_acceptance(servers):
+    _, spec = servers
+    run(spec, greedy(60), messages=GROUNDED[1])
+    text = spec.metrics_text()
+    assert 'strata_speculative_acceptance_length_bucket{proposer="ngram",le="0"}' in text
+    assert 'strata_speculative_tokens_per_step_count{proposer="ngram"}' in text
+    verifications = spec.metric("strata_speculative_verifications_total", 'proposer="ngram"')
+    per_step = spec.metric("strata_speculative_tokens_per_step_count", 'proposer="ngram"')
+    assert verifications > 0 and per_step == verifications
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--speculative", "medusa"], "speculative"),
+    (["--speculative-tokens", "0"], "speculative_tokens"),
+    (["--speculative-ngram-min", "5", "--speculative-ngram-max", "3"], "speculative_ngram_min"),
+])
+def test_bad_settings_are_refused(flags, message):
+    binary = build_dir() / "src" / "tools" / "strata-server"
+    r = subprocess.run([str(binary), "--model", str(model_path()), *flags],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr

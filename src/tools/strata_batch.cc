@@ -20,6 +20,7 @@
 #include "strata/backend/backend_flags.h"
 #include "strata/common/tool_args.h"
 #include "strata/engine/engine.h"
+#include "strata/engine/ngram_proposer.h"
 #include "strata/model/gguf_file.h"
 #include "strata/tokenizer/tokenizer.h"
 
@@ -39,6 +40,8 @@ constexpr char kUsage[] =
     "  --preload-prompts FILE     prompts (token ids per line) put into the prefix cache first\n"
     "  --batching static|adaptive token budget fixed, or following --target-itl-ms\n"
     "  --target-itl-ms F          inter-token latency target of adaptive batching (100)\n"
+    "  --speculative-ngram N      prompt-lookup drafts of N tokens every step they exist\n"
+    "                             (fixed length, for the invariance tests; 0: off)\n"
     "backend (default --backend cpu, the invariance tests' reference):\n";
 
 constexpr strata::ToolArgs kArgs("strata-batch", /*usage_exit_code=*/2);
@@ -149,7 +152,17 @@ int main(int argc, char** argv) {
       engine_options.scheduler.max_batch_size = static_cast<int32_t>(kArgs.Int(flag, v));
     else if (flag == "--long-prefill-chunk")
       engine_options.scheduler.long_prefill_chunk = kArgs.Int(flag, v);
-    else
+    else if (flag == "--speculative-ngram") {
+      const int64_t n = kArgs.Int(flag, v);
+      if (n > 0) {
+        strata::engine::SpeculativeOptions& spec_options = engine_options.speculative;
+        spec_options.proposer =
+            std::make_shared<strata::engine::NgramProposer>(strata::engine::NgramProposerOptions{});
+        spec_options.proposer_name = "ngram";
+        spec_options.policy.max_draft_tokens = static_cast<int32_t>(n);
+        spec_options.policy.adaptive = false;
+      }
+    } else
       kArgs.Fail("unknown flag " + flag + " (see --help)", 2);
   }
   if (prompts_path.empty()) kArgs.Fail("--prompts is required (see --help)", 2);
@@ -195,9 +208,11 @@ int main(int argc, char** argv) {
   const strata::engine::EngineStats s = (*engine)->Stats();
   std::fprintf(stderr,
                "[strata-batch] steps %lld, preemptions %lld, prefix hit tokens %lld, "
-               "KV blocks %d | %s\n",
+               "speculative proposed %lld, speculative accepted %lld, KV blocks %d | %s\n",
                static_cast<long long>(s.steps), static_cast<long long>(s.preemptions_total),
-               static_cast<long long>(s.kv.prefix_hit_tokens), s.kv.num_blocks,
+               static_cast<long long>(s.kv.prefix_hit_tokens),
+               static_cast<long long>(s.speculative_proposed_tokens_total),
+               static_cast<long long>(s.speculative_accepted_tokens_total), s.kv.num_blocks,
                (*backend)->Describe().c_str());
   return 0;
 }

@@ -43,8 +43,9 @@ def run(build_dir, model_path, prompts_file, *args):
         index, finish, *tokens = line.split()
         assert finish == "length", line
         outputs[int(index)] = [int(t) for t in tokens]
-    counters = dict((k, int(v)) for k, v in
-                    re.findall(r"(steps|preemptions|prefix hit tokens) (\d+)", proc.stderr))
+    counters = dict((k, int(v)) for k, v in re.findall(
+        r"(steps|preemptions|prefix hit tokens|speculative proposed|speculative accepted) (\d+)",
+        proc.stderr))
     return outputs, counters
 
 
@@ -73,6 +74,36 @@ def test_greedy_output_is_the_same_however_the_engine_serves_it(build_dir, model
                                                                   prompts_file, alone, label,
                                                                   args, check):
     outputs, counters = run(build_dir, model_path, prompts_file, *args)
+    assert check(counters), (label, counters)
+    for i, tokens in alone.items():
+        assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"
+
+
+# ---- speculative decoding -------------------------------------------------------------------
+# Prompt-lookup drafts of 5 tokens every step a match exists (--speculative-ngram 5, fixed
+# length): drafts verified in batches, beside prefill chunks, over prefix hits and through
+# preemptions still give every request its solo tokens.
+SPEC = ["--speculative-ngram", "5"]
+
+
+def drafted(c):
+    return c["speculative proposed"] > 0 and c["speculative accepted"] > 0
+
+
+@pytest.mark.parametrize("label,args,check", [
+    ("speculative, one batch of 16", ["--mode", "together", "--max-batched-tokens", "2048",
+                                      "--no-prefix-caching"], drafted),
+    ("speculative, alone", ["--mode", "alone", "--no-prefix-caching"], drafted),
+    ("speculative, chunks of 7", ["--long-prefill-chunk", "7", "--no-prefix-caching"],
+     drafted),
+    ("speculative, prefix-cache hits", ["--mode", "twice"],
+     lambda c: drafted(c) and c["prefix hit tokens"] >= 16 * 32),
+    ("speculative, preempted", ["--kv-budget-bytes", "4000000", "--no-prefix-caching"],
+     lambda c: drafted(c) and c["preemptions"] > 0),
+])
+def test_speculative_greedy_output_is_the_solo_output(build_dir, model_path, prompts_file,
+                                                      alone, label, args, check):
+    outputs, counters = run(build_dir, model_path, prompts_file, *args, *SPEC)
     assert check(counters), (label, counters)
     for i, tokens in alone.items():
         assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"

@@ -305,17 +305,33 @@ void Engine::ProposeDrafts() {
   Proposer* proposer = options_.speculative.proposer.get();
   if (proposer == nullptr) return;
   const int64_t decoding = scheduler_.num_running();
+  draft_requests_.clear();
   for (const auto& [id, live] : live_) {
     if (!live->speculative) continue;
     const int64_t room = scheduler_.DraftRoom(id);
     if (room < 1) continue;
     const int64_t length = std::min<int64_t>(room, policy_.DraftLength(live->acceptance, decoding));
     if (length < 1) continue;
-    draft_.clear();
-    proposer->Propose(id, scheduler_.Find(id)->tokens, static_cast<int32_t>(length), &draft_);
-    if (static_cast<int64_t>(draft_.size()) > length) draft_.resize(static_cast<size_t>(length));
-    if (!draft_.empty()) scheduler_.SetDraft(id, draft_);
+    draft_requests_.push_back(
+        {id, scheduler_.Find(id)->tokens, static_cast<int32_t>(length), nullptr});
   }
+  if (draft_requests_.empty()) return;
+  if (drafts_.size() < draft_requests_.size()) drafts_.resize(draft_requests_.size());
+  for (size_t i = 0; i < draft_requests_.size(); ++i) {
+    drafts_[i].clear();
+    draft_requests_[i].draft = &drafts_[i];
+  }
+  proposer->ProposeAll(draft_requests_);
+  for (size_t i = 0; i < draft_requests_.size(); ++i) {
+    std::vector<int32_t>& draft = drafts_[i];
+    const auto length = static_cast<size_t>(draft_requests_[i].max_tokens);
+    if (draft.size() > length) draft.resize(length);
+    if (!draft.empty()) scheduler_.SetDraft(draft_requests_[i].id, draft);
+  }
+}
+
+void Engine::ForgetDrafts(RequestId id) {
+  if (options_.speculative.proposer != nullptr) options_.speculative.proposer->Forget(id);
 }
 
 Status Engine::RunBatch(const SchedulerOutput& out) {
@@ -403,6 +419,7 @@ void Engine::Postprocess(const SchedulerOutput& out) {
     live.stream->Push(std::move(chunk));
     if (finished) {
       scheduler_.Finish(id);
+      ForgetDrafts(id);
       live_.erase(id);
       std::lock_guard<std::mutex> lock(stats_mutex_);
       ++stats_.finished_total;
@@ -424,6 +441,7 @@ void Engine::EndRequest(RequestId id, sampling::FinishReason reason, Status erro
   chunk.time = Clock::now();
   FillUsage(live, &chunk);
   live.stream->Push(std::move(chunk));
+  ForgetDrafts(id);
   live_.erase(it);
   std::lock_guard<std::mutex> lock(stats_mutex_);
   if (reason == sampling::FinishReason::kCancelled) ++stats_.cancelled_total;

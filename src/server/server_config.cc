@@ -184,9 +184,22 @@ const std::vector<Setting>& Settings() {
        &ServerConfig::speculative,
        0,
        0,
-       {"none", "ngram"},
-       "speculative decoding: none, or ngram (drafts looked up in the prompt and output); "
-       "exact: outputs do not change"},
+       {"none", "ngram", "draft"},
+       "speculative decoding: none, ngram (drafts looked up in the prompt and output) or draft "
+       "(drafts from --speculative-draft-model); exact: outputs do not change"},
+      {"speculative_draft_model",
+       &ServerConfig::speculative_draft_model,
+       0,
+       0,
+       {},
+       "GGUF file of the draft model for --speculative draft: a smaller model with the "
+       "target's vocabulary"},
+      {"speculative_draft_kv_bytes",
+       &ServerConfig::speculative_draft_kv_bytes,
+       65536,
+       kMaxI64,
+       {},
+       "memory for the draft model's KV cache, bytes"},
       {"speculative_tokens",
        &ServerConfig::speculative_tokens,
        1,
@@ -579,6 +592,11 @@ StatusOr<ServerConfig> LoadServerConfig(
   }
   if (config.model.empty()) {
     return InvalidArgumentError("the model is required: --model FILE (or STRATA_MODEL)");
+  }
+  if ((config.speculative == "draft") != !config.speculative_draft_model.empty()) {
+    return InvalidArgumentError(
+        "speculative = draft and speculative_draft_model go together (--speculative draft "
+        "--speculative-draft-model FILE)");
   }
   if (config.speculative_ngram_min > config.speculative_ngram_max) {
     return InvalidArgumentError("speculative_ngram_min (" +

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "strata/common/logging.h"
+#include "strata/engine/draft_model_proposer.h"
 #include "strata/engine/ngram_proposer.h"
 #include "strata/model/ggml_type.h"
 
@@ -132,6 +133,48 @@ StatusOr<std::vector<std::string>> ParsePreloadPrompts(const std::string& text) 
   return prompts;
 }
 
+namespace {
+
+// The draft model of --speculative draft, loaded into `m` beside the target, and its proposer.
+StatusOr<std::shared_ptr<engine::Proposer>> LoadDraftProposer(const ServerConfig& config,
+                                                              backend::BackendSpec spec,
+                                                              ServingModel& m) {
+  const std::string& path = config.speculative_draft_model;
+  StatusOr<model::GgufFile> file = model::GgufFile::Open(path);
+  if (!file.ok()) {
+    return InvalidArgumentError("--speculative-draft-model " + path + ": " +
+                                file.status().message());
+  }
+  m.draft_file = std::make_unique<model::GgufFile>(std::move(*file));
+  // Same ids must mean the same tokens: the vocabularies must be equal, not just as long.
+  StatusOr<std::unique_ptr<tokenizer::Tokenizer>> draft_tokenizer =
+      tokenizer::Tokenizer::FromGguf(*m.draft_file);
+  if (!draft_tokenizer.ok()) {
+    return InvalidArgumentError("--speculative-draft-model " + path + ": " +
+                                draft_tokenizer.status().message());
+  }
+  if ((*draft_tokenizer)->vocab().tokens != m.tokenizer->vocab().tokens) {
+    return InvalidArgumentError("--speculative-draft-model " + path +
+                                ": its vocabulary differs from the target model's");
+  }
+  spec.kind =
+      m.backend->name() == "cuda" ? backend::BackendKind::kCuda : backend::BackendKind::kCpu;
+  spec.kv_budget_bytes = config.speculative_draft_kv_bytes;
+  StatusOr<std::unique_ptr<backend::Backend>> draft = backend::CreateBackend(*m.draft_file, spec);
+  if (!draft.ok()) {
+    return InvalidArgumentError("--speculative-draft-model " + path + ": " +
+                                draft.status().message());
+  }
+  m.draft_backend = std::move(*draft);
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::DraftModelProposer> proposer,
+      engine::DraftModelProposer::Create(m.draft_backend.get(), m.backend->config().vocab_size));
+  LogInfo("draft model loaded", {{"model", path}, {"backend", m.draft_backend->Describe()}});
+  return std::shared_ptr<engine::Proposer>(std::move(proposer));
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
     const ServerConfig& config,
     std::function<void(const engine::EngineStats&, bool)> step_observer) {
@@ -172,7 +215,12 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
     ngram.max_ngram = config.speculative_ngram_max;
     STRATA_RETURN_IF_ERROR(ngram.Validate());
     engine_options.speculative.proposer = std::make_shared<engine::NgramProposer>(ngram);
-    engine_options.speculative.proposer_name = "ngram";
+  } else if (config.speculative == "draft") {
+    STRATA_ASSIGN_OR_RETURN(engine_options.speculative.proposer,
+                            LoadDraftProposer(config, spec, *m));
+  }
+  if (engine_options.speculative.proposer != nullptr) {
+    engine_options.speculative.proposer_name = config.speculative;
     engine_options.speculative.policy.max_draft_tokens = config.speculative_tokens;
     engine_options.speculative.policy.adaptive = config.speculative_adaptive;
   }

@@ -82,8 +82,9 @@ inline std::vector<uint8_t> FloatBytes(const std::vector<float>& v) {
 // The model as GGUF bytes. Weights ~ N(0, 1/fan_in) (embeddings N(0, 1)), norms 1 + N(0, 0.1),
 // so activations stay O(1) and the logits spread over a few units: greedy choices are far from
 // ties, and sampling at temperature 1 still has several likely tokens per step.
-inline std::vector<uint8_t> BuildModel() {
-  std::mt19937 rng(20240611);
+// Another `seed` gives another model of the same shape and vocabulary.
+inline std::vector<uint8_t> BuildModel(uint32_t seed = 20240611) {
+  std::mt19937 rng(seed);
   auto normal = [&](int64_t n, float stddev) {
     std::normal_distribution<float> d(0.0f, stddev);
     std::vector<float> v(n);

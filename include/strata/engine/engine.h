@@ -159,6 +159,7 @@ class Engine final : public RequestSubmitter {
   void TakeCancellations();
   void TakeSubmissions();
   void ProposeDrafts();
+  void ForgetDrafts(RequestId id);  // the proposer's state for an ended request
   Status RunBatch(const SchedulerOutput& out);
   void Postprocess(const SchedulerOutput& out);
   // Samples a drafted chunk's rows from `row` on and keeps tokens while they match the draft.
@@ -182,7 +183,8 @@ class Engine final : public RequestSubmitter {
   std::vector<sampling::Sampler*> row_samplers_;  // this step's, one per sampled row
   std::vector<int32_t> sampled_;                  // this step's tokens, one per sampled row
   SpeculationPolicy policy_;
-  std::vector<int32_t> draft_;  // ProposeDrafts' scratch
+  std::vector<DraftRequest> draft_requests_;  // ProposeDrafts' scratch
+  std::vector<std::vector<int32_t>> drafts_;  // one per draft request
 
   // Shared with other threads.
   SubmissionQueue queue_;

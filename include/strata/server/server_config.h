@@ -65,9 +65,12 @@ struct ServerConfig {
   bool enable_prefix_caching = true;
   std::string preload_prompts;  // file of prompts put into the prefix cache at start-up
 
-  // Speculative decoding (engine/engine.h): "none" or "ngram" (prompt lookup).
+  // Speculative decoding (engine/engine.h): "none", "ngram" (prompt lookup) or "draft" (a
+  // smaller model with the same vocabulary, speculative_draft_model).
   std::string speculative = "none";
-  int32_t speculative_tokens = 6;     // draft tokens per step at most
+  std::string speculative_draft_model;                     // GGUF file of the draft model
+  int64_t speculative_draft_kv_bytes = int64_t{64} << 20;  // the draft model's KV cache
+  int32_t speculative_tokens = 6;                          // draft tokens per step at most
   bool speculative_adaptive = true;   // draft length from measured acceptance and cost
   int32_t speculative_ngram_min = 2;  // the n-gram proposer's shortest suffix
   int32_t speculative_ngram_max = 4;  // and longest

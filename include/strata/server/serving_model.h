@@ -30,6 +30,10 @@ struct ServingModel {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<tokenizer::ChatTemplate> chat_template;  // null: the model has none
   std::unique_ptr<backend::Backend> backend;               // from CreateBackend: cpu or cuda
+  // --speculative draft: the draft model, on the target's backend kind (the engine's proposer
+  // drives it).
+  std::unique_ptr<model::GgufFile> draft_file;
+  std::unique_ptr<backend::Backend> draft_backend;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<RequestTranslator> translator;
   v1::ModelInfo info;

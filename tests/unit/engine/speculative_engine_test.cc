@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "strata/backend/cpu/cpu_backend.h"
+#include "strata/engine/draft_model_proposer.h"
 #include "strata/engine/engine.h"
 #include "strata/engine/generator.h"
 #include "strata/engine/ngram_proposer.h"
@@ -385,6 +386,49 @@ TEST_F(SpeculativeEngineTest, AcceptedDraftsAreCachedAndReusable) {
   const std::vector<Output> out = Drain(*engine, {*s2});
   EXPECT_EQ(out[0].tokens, plain_second[0].tokens);
   EXPECT_EQ(out[0].usage.cached_prompt_tokens, 20);
+}
+
+// A draft model with the target's vocabulary: the target itself (every greedy draft token
+// accepted) and another model of the same shape (most rejected) leave outputs as they are.
+TEST_F(SpeculativeEngineTest, DraftModelSpeculationGivesThePlainTokens) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  const std::vector<uint8_t> other_bytes = BuildModel(/*seed=*/77);
+  auto other_file = model::GgufFile::Parse(MappedFile::FromBytes(other_bytes));
+  ASSERT_TRUE(other_file.ok());
+  std::vector<Request> requests;
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 4 + 3 * i);
+    r.params = i % 2 == 0 ? Greedy(14) : Sampled(7 + static_cast<uint64_t>(i), 14);
+    requests.push_back(r);
+  }
+  EngineOptions plain;
+  plain.scheduler.max_batched_tokens = 24;
+  const std::vector<Output> expected = Run(backend.get(), plain, requests);
+  double same_rate = 0;
+  for (bool same : {true, false}) {
+    auto draft_backend =
+        same ? MakeBackend(int64_t{1} << 20) : MakeBackendFor(*other_file, 1 << 20);
+    auto proposer = DraftModelProposer::Create(draft_backend.get(), kVocab);
+    ASSERT_TRUE(proposer.ok());
+    DraftModelProposer* raw = proposer->get();
+    EngineOptions options = plain;
+    options.speculative = Speculate(std::shared_ptr<Proposer>(std::move(*proposer)), 4);
+    EngineStats stats;
+    const std::vector<Output> out = Run(backend.get(), options, requests, &stats);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(out[i].tokens, expected[i].tokens) << (same ? "same" : "other") << " " << i;
+    }
+    EXPECT_GT(stats.speculative_proposed_tokens_total, 0);
+    EXPECT_EQ(raw->tracked_sequences(), 0u) << "every ended request was forgotten";
+    const double rate = static_cast<double>(stats.speculative_accepted_tokens_total) /
+                        static_cast<double>(stats.speculative_proposed_tokens_total);
+    if (same) {
+      same_rate = rate;
+    } else {
+      EXPECT_LT(rate, same_rate) << "the target drafts for itself better than another model";
+    }
+  }
 }
 
 TEST_F(SpeculativeEngineTest, ARequestThatOptsOutGetsNoDrafts) {

@@ -321,7 +321,15 @@ void Engine::ProposeDrafts() {
     drafts_[i].clear();
     draft_requests_[i].draft = &drafts_[i];
   }
+  const Clock::time_point start = Clock::now();
   proposer->ProposeAll(draft_requests_);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  int64_t proposed = 0;
+  for (size_t i = 0; i < draft_requests_.size(); ++i) {
+    proposed +=
+        std::min<int64_t>(static_cast<int64_t>(drafts_[i].size()), draft_requests_[i].max_tokens);
+  }
+  policy_.ObserveProposal(proposed, seconds);
   for (size_t i = 0; i < draft_requests_.size(); ++i) {
     std::vector<int32_t>& draft = drafts_[i];
     const auto length = static_cast<size_t>(draft_requests_[i].max_tokens);

@@ -67,18 +67,34 @@ void SpeculationPolicy::ObserveStep(int64_t tokens, double seconds) {
   sxy_ = sxy_ * d + x * seconds;
 }
 
+void SpeculationPolicy::ObserveProposal(int64_t tokens, double seconds) {
+  if (tokens < 1 || !(seconds >= 0.0) || !std::isfinite(seconds)) return;
+  const double d = options_.timing_decay;
+  proposal_seconds_ = proposal_seconds_ * d + seconds;
+  proposal_tokens_ = proposal_tokens_ * d + static_cast<double>(tokens);
+}
+
 double SpeculationPolicy::TokenCost(int64_t decode_tokens) const {
   if (!seeded_ || sw_ <= 0.0) return options_.prior_token_cost;
+  const double n = static_cast<double>(std::max<int64_t>(decode_tokens, 1));
   const double mx = sx_ / sw_;
   const double my = sy_ / sw_;
   const double var = sxx_ / sw_ - mx * mx;
-  if (!(var > 1e-12)) return options_.prior_token_cost;
-  const double per_token = std::max((sxy_ / sw_ - mx * my) / var, 0.0);
-  const double fixed = my - per_token * mx;
-  const double n = static_cast<double>(std::max<int64_t>(decode_tokens, 1));
-  const double step = fixed + per_token * n;
+  double per_token = 0.0;
+  double step = 0.0;
+  if (var > 1e-12) {
+    per_token = std::max((sxy_ / sw_ - mx * my) / var, 0.0);
+    step = my - per_token * mx + per_token * n;
+  } else {
+    // No spread in the steps' sizes yet: the prior ratio, scaled to the time measured.
+    const double fixed = my / (1.0 + options_.prior_token_cost * mx);
+    per_token = options_.prior_token_cost * fixed;
+    step = fixed + per_token * n;
+  }
   if (!(step > 0.0)) return 1.0;  // a fit that says nothing useful: treat tokens as dear
-  return std::min(per_token * n / step, 1.0);
+  double cost = per_token * n / step;
+  if (proposal_tokens_ > 0.0) cost += (proposal_seconds_ / proposal_tokens_) * n / step;
+  return std::min(cost, 1.0);
 }
 
 void SpeculationPolicy::ObserveVerification(SequenceAcceptance* sequence, int64_t proposed,

@@ -184,9 +184,17 @@ const std::vector<Setting>& Settings() {
        &ServerConfig::speculative,
        0,
        0,
-       {"none", "ngram", "draft"},
-       "speculative decoding: none, ngram (drafts looked up in the prompt and output) or draft "
-       "(drafts from --speculative-draft-model); exact: outputs do not change"},
+       {"none", "ngram", "draft", "self"},
+       "speculative decoding: none, ngram (drafts looked up in the prompt and output), draft "
+       "(drafts from --speculative-draft-model) or self (the model's own first layers draft; "
+       "CPU backend); exact: outputs do not change"},
+      {"speculative_self_layers",
+       &ServerConfig::speculative_self_layers,
+       0,
+       4096,
+       {},
+       "layers of the self-speculation draft; 0: measured at start-up (the best expected "
+       "speedup among a quarter, a third, half and two thirds of the layers)"},
       {"speculative_draft_model",
        &ServerConfig::speculative_draft_model,
        0,

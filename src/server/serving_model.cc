@@ -1,5 +1,6 @@
 #include "strata/server/serving_model.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -7,6 +8,7 @@
 #include "strata/common/logging.h"
 #include "strata/engine/draft_model_proposer.h"
 #include "strata/engine/ngram_proposer.h"
+#include "strata/engine/self_draft_calibration.h"
 #include "strata/model/ggml_type.h"
 
 #ifndef STRATA_VERSION
@@ -173,6 +175,76 @@ StatusOr<std::shared_ptr<engine::Proposer>> LoadDraftProposer(const ServerConfig
   return std::shared_ptr<engine::Proposer>(std::move(proposer));
 }
 
+// A calibration text for self-speculation: plain English prose, continued by the model.
+constexpr char kSelfDraftCalibration[] =
+    "The river town woke slowly. Fishermen pulled their boats onto the gravel, the baker "
+    "opened his shutters, and children ran along the wall above the water, counting the gulls. "
+    "By noon the market was full: apples from the hills, cheese wrapped in cloth, and";
+
+// Self-speculation: the target's own first layers and head as the draft, on a second CPU
+// backend over the same (mapped) weights. Its layer count is the flag's, or measured.
+StatusOr<std::shared_ptr<engine::Proposer>> LoadSelfDraftProposer(const ServerConfig& config,
+                                                                  backend::BackendSpec spec,
+                                                                  ServingModel& m) {
+  if (m.backend->name() != "cpu") {
+    return UnimplementedError("--speculative self runs on the CPU backend only for now");
+  }
+  const auto n_layers = static_cast<int32_t>(m.backend->config().n_layers);
+  if (n_layers < 2) {
+    return InvalidArgumentError("--speculative self needs a model of at least 2 layers");
+  }
+  if (config.speculative_self_layers >= n_layers) {
+    return InvalidArgumentError("--speculative-self-layers must be below the model's " +
+                                std::to_string(n_layers) + " layers, got " +
+                                std::to_string(config.speculative_self_layers));
+  }
+  spec.kind = backend::BackendKind::kCpu;
+  spec.kv_budget_bytes = config.speculative_draft_kv_bytes;
+  auto make = [&](int32_t layers) {
+    backend::BackendSpec s = spec;
+    s.max_layers = layers;
+    return backend::CreateBackend(*m.file, s);
+  };
+  int32_t layers = config.speculative_self_layers;
+  if (layers == 0) {
+    std::vector<int32_t> candidates;
+    for (int32_t k : {n_layers / 4, n_layers / 3, n_layers / 2, 2 * n_layers / 3}) {
+      if (k >= 1 && k < n_layers &&
+          std::find(candidates.begin(), candidates.end(), k) == candidates.end()) {
+        candidates.push_back(k);
+      }
+    }
+    const std::vector<int32_t> text =
+        m.tokenizer->Encode(kSelfDraftCalibration, {/*add_special=*/true, /*parse_special=*/false});
+    STRATA_ASSIGN_OR_RETURN(
+        std::vector<engine::SelfDraftCandidate> measured,
+        engine::MeasureSelfDrafts(*m.backend, make, candidates, text, /*continuation=*/32,
+                                  config.speculative_tokens));
+    for (const engine::SelfDraftCandidate& c : measured) {
+      LogInfo("self-speculation candidate", {{"layers", std::to_string(c.layers)},
+                                             {"agreement", std::to_string(c.agreement)},
+                                             {"relative_cost", std::to_string(c.cost)},
+                                             {"expected_speedup", std::to_string(c.speedup)}});
+    }
+    const engine::SelfDraftCandidate& best = engine::BestSelfDraft(measured);
+    layers = best.layers;
+    if (best.speedup <= 1.0) {
+      LogWarn(
+          "self-speculation is not expected to pay off on this model (the adaptive policy "
+          "will keep drafts short or off)",
+          {{"layers", std::to_string(best.layers)},
+           {"expected_speedup", std::to_string(best.speedup)}});
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(m.draft_backend, make(layers));
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::DraftModelProposer> proposer,
+      engine::DraftModelProposer::Create(m.draft_backend.get(), m.backend->config().vocab_size));
+  LogInfo("self-speculation draft",
+          {{"layers", std::to_string(layers)}, {"of", std::to_string(n_layers)}});
+  return std::shared_ptr<engine::Proposer>(std::move(proposer));
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
@@ -218,6 +290,9 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   } else if (config.speculative == "draft") {
     STRATA_ASSIGN_OR_RETURN(engine_options.speculative.proposer,
                             LoadDraftProposer(config, spec, *m));
+  } else if (config.speculative == "self") {
+    STRATA_ASSIGN_OR_RETURN(engine_options.speculative.proposer,
+                            LoadSelfDraftProposer(config, spec, *m));
   }
   if (engine_options.speculative.proposer != nullptr) {
     engine_options.speculative.proposer_name = config.speculative;

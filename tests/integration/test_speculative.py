@@ -161,15 +161,45 @@ def test_a_draft_model_gives_the_same_outputs(servers):
         assert draft.stop() == 0, draft.log()
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--speculative", "medusa"], "speculative"),
-    (["--speculative-tokens", "0"], "speculative_tokens"),
-    (["--speculative-ngram-min", "5", "--speculative-ngram-max", "3"], "speculative_ngram_min"),
-    (["--speculative", "draft"], "speculative_draft_model"),
+def test_self_speculation_calibrates_and_gives_the_same_outputs(servers):
+    plain, _ = servers
+    # Measured choice of the draft's layers at start-up (logged), then fixed-length drafts
+    # from a fixed depth: outputs are the plain ones either way.
+    auto = Server("--max-model-len", "2048", "--speculative", "self")
+    try:
+        auto.wait_serving(timeout=300)
+        assert "self-speculation candidate" in auto.log()
+        assert "self-speculation draft" in auto.log()
+    finally:
+        assert auto.stop() == 0, auto.log()
+    fixed = Server("--max-model-len", "2048", "--speculative", "self",
+                   "--speculative-self-layers", "9", "--speculative-adaptive", "false",
+                   "--speculative-tokens", "3")
+    try:
+        fixed.wait_serving()
+        for job in (dict(messages=GROUNDED[1]), dict(prompt=FREE[2])):
+            assert (list(run(fixed, greedy(32), **job).token_ids) ==
+                    list(run(plain, greedy(32), **job).token_ids))
+        assert fixed.metric("strata_speculative_proposed_tokens_total", 'proposer="self"') > 0
+    finally:
+        assert fixed.stop() == 0, fixed.log()
+
+
+@pytest.mark.parametrize("flags, message, code", [
+    (["--speculative", "medusa"], "speculative", 2),
+    (["--speculative-tokens", "0"], "speculative_tokens", 2),
+    (["--speculative-ngram-min", "5", "--speculative-ngram-max", "3"], "speculative_ngram_min",
+     2),
+    (["--speculative", "draft"], "speculative_draft_model", 2),
+    # Found when the model loads: the server exits with 1, naming the flag.
+    (["--speculative", "self", "--speculative-self-layers", "18"], "speculative-self-layers", 1),
+    (["--speculative", "draft", "--speculative-draft-model", "/nonexistent.gguf"],
+     "speculative-draft-model", 1),
 ])
-def test_bad_settings_are_refused(flags, message):
+def test_bad_settings_are_refused(flags, message, code):
     binary = build_dir() / "src" / "tools" / "strata-server"
-    r = subprocess.run([str(binary), "--model", str(model_path()), *flags],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2, r.stderr
-    assert message in r.stderr
+    r = subprocess.run([str(binary), "--model", str(model_path()), "--host", "127.0.0.1",
+                        "--grpc-port", "0", "--metrics-port", "0", "--http-port", "0", *flags],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == code, r.stderr
+    assert message in r.stderr + r.stdout

@@ -59,6 +59,9 @@ struct BackendSpec {
   int32_t threads = 0;  // 0: one per core
   cpu::KvDtype kv_dtype = cpu::KvDtype::kF16;
   cpu::MatMulPrecision matmul_precision = cpu::MatMulPrecision::kFp32;
+  // > 0: only the first max_layers layers, then the output head (self-speculation's draft).
+  // The CPU backend only for now: UNIMPLEMENTED on CUDA.
+  int32_t max_layers = 0;
 
   // CUDA only.
   int32_t device = 0;                // CUDA device ordinal

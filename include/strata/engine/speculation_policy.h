@@ -9,7 +9,9 @@
 //     prior so that the first steps already have an answer). One more token in a step of n
 //     decode tokens costs per_token / (t(n) / n) tokens' worth of time: ~0.1 when one stream
 //     decodes on a CPU (reading the weights dominates), approaching 1 when the batch is large
-//     enough that the step is compute-bound.
+//     enough that the step is compute-bound. A proposer that runs a model adds the time it
+//     takes per draft token (measured too), in the same units: a draft model a fifth the
+//     target's size costs ~0.2 a token on its own.
 //
 // A draft token is worth running while its expected tokens exceed its cost, so the draft
 // length is the largest k <= max_draft_tokens with a^k > cost: long drafts for one stream
@@ -53,6 +55,9 @@ class SpeculationPolicy {
   // A step that ran only decode and verification chunks: `tokens` in `seconds`.
   void ObserveStep(int64_t tokens, double seconds);
 
+  // The proposer took `seconds` to propose `tokens` draft tokens (> 0).
+  void ObserveProposal(int64_t tokens, double seconds);
+
   // A verification of `proposed` draft tokens of which the first `accepted` were accepted;
   // `rejected` when a draft token was rejected (false when the request finished first or every
   // draft token was accepted).
@@ -75,6 +80,8 @@ class SpeculationPolicy {
   // Weighted sums for the least-squares fit of seconds against tokens.
   double sw_ = 0.0, sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, sxy_ = 0.0;
   bool seeded_ = false;
+  // The proposer's seconds per draft token (decayed sums).
+  double proposal_seconds_ = 0.0, proposal_tokens_ = 0.0;
 };
 
 }  // namespace strata::engine

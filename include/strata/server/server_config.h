@@ -68,7 +68,8 @@ struct ServerConfig {
   // Speculative decoding (engine/engine.h): "none", "ngram" (prompt lookup) or "draft" (a
   // smaller model with the same vocabulary, speculative_draft_model).
   std::string speculative = "none";
-  std::string speculative_draft_model;                     // GGUF file of the draft model
+  std::string speculative_draft_model;  // GGUF file of the draft model
+  int32_t speculative_self_layers = 0;  // self: the draft's layers; 0 = chosen by measurement
   int64_t speculative_draft_kv_bytes = int64_t{64} << 20;  // the draft model's KV cache
   int32_t speculative_tokens = 6;                          // draft tokens per step at most
   bool speculative_adaptive = true;   // draft length from measured acceptance and cost

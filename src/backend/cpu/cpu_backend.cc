@@ -28,6 +28,14 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::GgufFile& 
                                                          const CpuBackendOptions& options) {
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   STRATA_ASSIGN_OR_RETURN(b->config_, model::ModelConfig::FromGguf(file));
+  if (options.max_layers < 0) {
+    return InvalidArgumentError("max_layers must be >= 0, got " +
+                                std::to_string(options.max_layers));
+  }
+  if (options.max_layers > 0 && options.max_layers < b->config_.n_layers) {
+    b->config_.n_layers = options.max_layers;
+    b->config_.layer_is_sliding.resize(static_cast<size_t>(options.max_layers));
+  }
   STRATA_ASSIGN_OR_RETURN(b->weights_, model::ModelWeights::FromGguf(file, &b->config_));
   for (const model::MatrixView* m : {&b->weights_.token_embd, &b->weights_.output}) {
     if (!MatMulSupports(m->type)) {

@@ -105,12 +105,17 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const model::GgufFile& file,
     options.kv_dtype = spec.kv_dtype;
     options.block_size = spec.block_size;
     options.matmul_precision = spec.matmul_precision;
+    options.max_layers = spec.max_layers;
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> b,
                             cpu::CpuBackend::Create(file, options));
     return std::unique_ptr<Backend>(std::move(b));
   }
   if (spec.kv_dtype != cpu::KvDtype::kF16) {
     return InvalidArgumentError("the CUDA backend keeps its KV cache in f16 only");
+  }
+  if (spec.max_layers > 0) {
+    return UnimplementedError(
+        "the CUDA backend cannot run a truncated model yet (self-speculation's draft)");
   }
   cuda::CudaBackendOptions options;
   options.device = spec.device;

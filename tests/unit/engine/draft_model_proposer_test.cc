@@ -7,6 +7,7 @@
 
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/engine/generator.h"
+#include "strata/engine/self_draft_calibration.h"
 #include "strata/model/gguf_file.h"
 #include "support/tiny_llama.h"
 
@@ -126,6 +127,67 @@ TEST_F(DraftModelProposerTest, ForgetReleasesASequencesBlocksAndAShortPoolDrafts
   std::vector<int32_t> none;
   (*proposer)->Propose(3, long_prompt, 2, &none);
   EXPECT_TRUE(none.empty());
+}
+
+// Self-speculation's draft: the model's first layer and its head, over the same weights.
+TEST_F(DraftModelProposerTest, ATruncatedModelIsAValidDraftAndItsCalibrationMeasures) {
+  auto full = MakeBackendFor(*file_, int64_t{1} << 20);
+  backend::cpu::CpuBackendOptions options;
+  options.num_threads = 2;
+  options.kv_budget_bytes = int64_t{1} << 20;
+  options.block_size = kBlockSize;
+  options.max_layers = 1;
+  auto truncated = backend::cpu::CpuBackend::Create(*file_, options);
+  ASSERT_TRUE(truncated.ok()) << truncated.status().ToString();
+  EXPECT_EQ((*truncated)->config().n_layers, 1);
+  EXPECT_EQ(full->config().n_layers, kLayers);
+
+  // Its next-token logits are not the full model's (it skips a layer)...
+  const std::vector<int32_t> prompt = Prompt(2);
+  auto logits = [&](backend::Backend& b) {
+    std::vector<kv::BlockId> blocks = {0, 1, 2, 3};
+    backend::Batch batch;
+    batch.sequences.push_back({prompt, 0, blocks, backend::LogitsWanted::kLast});
+    std::vector<float> out;
+    EXPECT_TRUE(b.Forward(batch, &out).ok());
+    return out;
+  };
+  EXPECT_NE(logits(**truncated), logits(*full));
+  // ...and a proposer over it drafts greedily all the same.
+  auto proposer = DraftModelProposer::Create(truncated->get(), kVocab);
+  ASSERT_TRUE(proposer.ok());
+  std::vector<int32_t> draft;
+  (*proposer)->Propose(1, prompt, 3, &draft);
+  EXPECT_EQ(draft.size(), 3u);
+
+  const std::vector<int32_t> layers = {1};
+  auto make = [&](int32_t k) -> StatusOr<std::unique_ptr<backend::Backend>> {
+    backend::cpu::CpuBackendOptions o = options;
+    o.max_layers = k;
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<backend::cpu::CpuBackend> b,
+                            backend::cpu::CpuBackend::Create(*file_, o));
+    return std::unique_ptr<backend::Backend>(std::move(b));
+  };
+  auto measured = MeasureSelfDrafts(*full, make, layers, prompt, /*continuation=*/12,
+                                    /*draft_tokens=*/4);
+  ASSERT_TRUE(measured.ok()) << measured.status().ToString();
+  ASSERT_EQ(measured->size(), 1u);
+  const SelfDraftCandidate& c = (*measured)[0];
+  EXPECT_EQ(c.layers, 1);
+  EXPECT_GE(c.agreement, 0.0);
+  EXPECT_LE(c.agreement, 1.0);
+  EXPECT_GT(c.cost, 0.0);
+  EXPECT_GT(c.speedup, 0.0);
+  EXPECT_EQ(BestSelfDraft(*measured).layers, 1);
+  // A draft as deep as the model is no draft.
+  const std::vector<int32_t> too_deep = {kLayers};
+  EXPECT_FALSE(MeasureSelfDrafts(*full, make, too_deep, prompt, 4, 4).ok());
+}
+
+TEST(SelfDraftCalibration, TheBestCandidateHasTheHighestExpectedSpeedup) {
+  const std::vector<SelfDraftCandidate> c = {
+      {4, 0.3, 0.25, 1.0}, {8, 0.6, 0.5, 1.3}, {12, 0.8, 0.7, 1.2}};
+  EXPECT_EQ(BestSelfDraft(c).layers, 8);
 }
 
 TEST_F(DraftModelProposerTest, RefusesADraftWithAnotherVocabularySize) {

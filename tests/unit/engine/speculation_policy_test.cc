@@ -69,6 +69,21 @@ TEST(SpeculationPolicy, ANewSequenceStartsFromTheProposersRecord) {
   EXPECT_GT(policy.Acceptance(SequenceAcceptance{}), before);
 }
 
+// A proposer that runs a model pays for its own passes: at half a decode step's time per draft
+// token, a sequence whose guesses are right two times in three drafts one token, not five.
+TEST(SpeculationPolicy, AProposersOwnTimeCountsAsCost) {
+  SpeculationPolicy policy(Options(8));
+  FeedLinearSteps(&policy, 0.010, 0.001);
+  const double verify_only = policy.TokenCost(1);
+  SequenceAcceptance decent;
+  for (int i = 0; i < 30; ++i) policy.ObserveVerification(&decent, 4, 2, /*rejected=*/true);
+  EXPECT_NEAR(policy.Acceptance(decent), 2.0 / 3.0, 0.03);
+  EXPECT_GE(policy.DraftLength(decent, 1), 4);  // 0.67^k > 0.09 up to k = 5
+  policy.ObserveProposal(10, 0.055);            // 5.5 ms a draft token; a 1-token step is 11 ms
+  EXPECT_NEAR(policy.TokenCost(1), verify_only + 0.5, 1e-3);
+  EXPECT_EQ(policy.DraftLength(decent, 1), 1);  // 0.67 > 0.59 > 0.44
+}
+
 TEST(SpeculationPolicy, WithoutAdaptationEveryDraftIsFullLength) {
   SpeculationPolicyOptions o = Options(5);
   o.adaptive = false;

@@ -431,6 +431,36 @@ TEST_F(SpeculativeEngineTest, DraftModelSpeculationGivesThePlainTokens) {
   }
 }
 
+// Self-speculation: the target's first layer and head draft; outputs stay the plain ones.
+TEST_F(SpeculativeEngineTest, SelfSpeculationGivesThePlainTokens) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  std::vector<Request> requests;
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 5 + 2 * i);
+    r.params = i % 2 == 0 ? Greedy(16) : Sampled(3 + static_cast<uint64_t>(i), 16);
+    requests.push_back(r);
+  }
+  const std::vector<Output> expected = Run(backend.get(), {}, requests);
+  backend::cpu::CpuBackendOptions o;
+  o.num_threads = 2;
+  o.kv_budget_bytes = int64_t{1} << 20;
+  o.block_size = kBlockSize;
+  o.max_layers = 1;
+  auto truncated = backend::cpu::CpuBackend::Create(*file_, o);
+  ASSERT_TRUE(truncated.ok());
+  auto proposer = DraftModelProposer::Create(truncated->get(), kVocab);
+  ASSERT_TRUE(proposer.ok());
+  EngineOptions options;
+  options.speculative = Speculate(std::shared_ptr<Proposer>(std::move(*proposer)), 3);
+  EngineStats stats;
+  const std::vector<Output> out = Run(backend.get(), options, requests, &stats);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(out[i].tokens, expected[i].tokens) << "request " << i;
+  }
+  EXPECT_GT(stats.speculative_proposed_tokens_total, 0);
+}
+
 TEST_F(SpeculativeEngineTest, ARequestThatOptsOutGetsNoDrafts) {
   auto backend = MakeBackend(int64_t{1} << 20);
   Request r;

@@ -26,6 +26,9 @@ struct CpuBackendOptions {
   // Activation precision of every weight matmul (see matmul.h). kInt8 is opt-in: faster for
   // batches on AVX-512 VNNI CPUs, with logits that differ slightly from kFp32's.
   MatMulPrecision matmul_precision = MatMulPrecision::kFp32;
+  // > 0: run only the model's first `max_layers` layers, then its output norm and head (the
+  // draft of self-speculation: the same weights, truncated). 0 or >= the model's: all.
+  int32_t max_layers = 0;
 };
 
 class CpuBackend final : public Backend {

@@ -461,6 +461,39 @@ TEST_F(SpeculativeEngineTest, SelfSpeculationGivesThePlainTokens) {
   EXPECT_GT(stats.speculative_proposed_tokens_total, 0);
 }
 
+// Cancelling requests while they hold drafts frees every block, theirs and the draft model's.
+TEST_F(SpeculativeEngineTest, CancellingDraftedRequestsFreesEverything) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto draft_backend = MakeBackend(int64_t{1} << 20);
+  auto proposer = DraftModelProposer::Create(draft_backend.get(), kVocab);
+  ASSERT_TRUE(proposer.ok());
+  DraftModelProposer* raw = proposer->get();
+  EngineOptions options;
+  options.speculative = Speculate(std::shared_ptr<Proposer>(std::move(*proposer)), 4);
+  auto engine = MakeEngine(backend.get(), options);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 6);
+    r.params = Greedy(40);
+    auto s = engine->Submit(r);
+    ASSERT_TRUE(s.ok());
+    streams.push_back(*s);
+  }
+  // A few steps in: prompts done, drafts verified.
+  for (int step = 0; step < 4; ++step) {
+    bool did_work = false;
+    ASSERT_TRUE(engine->Step(&did_work).ok());
+  }
+  EXPECT_GT(engine->Stats().speculative_verifications_total, 0);
+  EXPECT_EQ(raw->tracked_sequences(), 3u);
+  for (const auto& s : streams) engine->Cancel(s->id());
+  const std::vector<Output> out = Drain(*engine, streams);
+  for (const Output& o : out) EXPECT_EQ(o.finish, FinishReason::kCancelled);
+  EXPECT_EQ(engine->Stats().kv.used_blocks, 0);
+  EXPECT_EQ(raw->tracked_sequences(), 0u);
+}
+
 TEST_F(SpeculativeEngineTest, ARequestThatOptsOutGetsNoDrafts) {
   auto backend = MakeBackend(int64_t{1} << 20);
   Request r;

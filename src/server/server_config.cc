@@ -186,8 +186,8 @@ const std::vector<Setting>& Settings() {
        0,
        {"none", "ngram", "draft", "self"},
        "speculative decoding: none, ngram (drafts looked up in the prompt and output), draft "
-       "(drafts from --speculative-draft-model) or self (the model's own first layers draft; "
-       "CPU backend); exact: outputs do not change"},
+       "(drafts from --speculative-draft-model) or self (the model's own first layers "
+       "draft); exact: outputs do not change"},
       {"speculative_self_layers",
        &ServerConfig::speculative_self_layers,
        0,

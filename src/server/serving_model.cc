@@ -181,14 +181,12 @@ constexpr char kSelfDraftCalibration[] =
     "opened his shutters, and children ran along the wall above the water, counting the gulls. "
     "By noon the market was full: apples from the hills, cheese wrapped in cloth, and";
 
-// Self-speculation: the target's own first layers and head as the draft, on a second CPU
-// backend over the same (mapped) weights. Its layer count is the flag's, or measured.
+// Self-speculation: the target's own first layers and head as the draft, on a second backend
+// of the target's kind (on the CPU over the same mapped weights; on CUDA an upload of those
+// layers and the head). Its layer count is the flag's, or measured.
 StatusOr<std::shared_ptr<engine::Proposer>> LoadSelfDraftProposer(const ServerConfig& config,
                                                                   backend::BackendSpec spec,
                                                                   ServingModel& m) {
-  if (m.backend->name() != "cpu") {
-    return UnimplementedError("--speculative self runs on the CPU backend only for now");
-  }
   const auto n_layers = static_cast<int32_t>(m.backend->config().n_layers);
   if (n_layers < 2) {
     return InvalidArgumentError("--speculative self needs a model of at least 2 layers");
@@ -198,7 +196,8 @@ StatusOr<std::shared_ptr<engine::Proposer>> LoadSelfDraftProposer(const ServerCo
                                 std::to_string(n_layers) + " layers, got " +
                                 std::to_string(config.speculative_self_layers));
   }
-  spec.kind = backend::BackendKind::kCpu;
+  spec.kind =
+      m.backend->name() == "cuda" ? backend::BackendKind::kCuda : backend::BackendKind::kCpu;
   spec.kv_budget_bytes = config.speculative_draft_kv_bytes;
   auto make = [&](int32_t layers) {
     backend::BackendSpec s = spec;

@@ -60,7 +60,6 @@ struct BackendSpec {
   cpu::KvDtype kv_dtype = cpu::KvDtype::kF16;
   cpu::MatMulPrecision matmul_precision = cpu::MatMulPrecision::kFp32;
   // > 0: only the first max_layers layers, then the output head (self-speculation's draft).
-  // The CPU backend only for now: UNIMPLEMENTED on CUDA.
   int32_t max_layers = 0;
 
   // CUDA only.

@@ -79,6 +79,10 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const model::GgufFile
   impl->options = options;
   STRATA_ASSIGN_OR_RETURN(impl->config, model::ModelConfig::FromGguf(file));
   model::ModelConfig& c = impl->config;
+  if (options.max_layers > 0 && options.max_layers < c.n_layers) {
+    c.n_layers = options.max_layers;
+    c.layer_is_sliding.resize(static_cast<size_t>(options.max_layers));
+  }
   STRATA_ASSIGN_OR_RETURN(model::ModelWeights host_weights,
                           model::ModelWeights::FromGguf(file, &c));
   if (c.head_dim_k > kernels::kPagedAttentionMaxHeadDim ||

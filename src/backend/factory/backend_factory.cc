@@ -113,10 +113,6 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const model::GgufFile& file,
   if (spec.kv_dtype != cpu::KvDtype::kF16) {
     return InvalidArgumentError("the CUDA backend keeps its KV cache in f16 only");
   }
-  if (spec.max_layers > 0) {
-    return UnimplementedError(
-        "the CUDA backend cannot run a truncated model yet (self-speculation's draft)");
-  }
   cuda::CudaBackendOptions options;
   options.device = spec.device;
   options.memory_fraction = spec.gpu_memory_fraction;
@@ -124,6 +120,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const model::GgufFile& file,
   options.block_size = spec.block_size;
   options.cuda_graphs = spec.cuda_graphs;
   options.f16_weight_copies = spec.cuda_f16_weights;
+  options.max_layers = spec.max_layers;
   return internal::CreateCudaBackendFromPlugin(file, options);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "strata/backend/cuda/cuda_backend.h"
+#include "strata/engine/draft_model_proposer.h"
 #include "strata/engine/engine.h"
 #include "strata/engine/ngram_proposer.h"
 #include "support/engine_drain.h"
@@ -78,6 +79,49 @@ TEST(CudaSpeculativeEngine, DraftsLeaveGreedyAndSeededOutputsUnchanged) {
   speculative.speculative.policy.adaptive = false;
   const auto got = RunAll(created->get(), tokenizer.get(), speculative, requests);
   ASSERT_EQ(got.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
+  }
+}
+
+// Self-speculation on the device: the model's first layer and head (a truncated CudaBackend)
+// draft through the draft-model proposer; outputs stay the plain ones.
+TEST(CudaSpeculativeEngine, SelfSpeculationLeavesOutputsUnchanged) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  testing::SyntheticSpec spec;
+  spec.vocab = strata::testing::tiny_llama::kVocab;
+  auto m = testing::OpenSyntheticModel(spec);
+  ASSERT_NE(m, nullptr);
+  CudaBackendOptions options;
+  options.kv_budget_bytes = int64_t{32} << 20;
+  options.block_size = 4;
+  auto target = CudaBackend::Create(*m->file, options);
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  options.max_layers = 1;
+  auto draft = CudaBackend::Create(*m->file, options);
+  ASSERT_TRUE(draft.ok()) << draft.status().ToString();
+  EXPECT_EQ((*draft)->config().n_layers, 1);
+  auto tokenizer = strata::testing::tiny_llama::MakeTokenizer();
+  std::vector<engine::Request> requests;
+  for (int i = 0; i < 6; ++i) {
+    engine::Request r;
+    r.prompt = {1};
+    for (int k = 1; k < 8 + i; ++k) r.prompt.push_back(3 + (i * 5 + k * 3) % 60);
+    r.params.max_tokens = 20;
+    r.params.ignore_eos = true;
+    r.params.temperature = 0;
+    requests.push_back(r);
+  }
+  const auto expected = RunAll(target->get(), tokenizer.get(), {}, requests);
+  auto proposer = engine::DraftModelProposer::Create(draft->get(), spec.vocab);
+  ASSERT_TRUE(proposer.ok()) << proposer.status().ToString();
+  engine::EngineOptions speculative;
+  speculative.speculative.proposer = std::shared_ptr<engine::Proposer>(std::move(*proposer));
+  speculative.speculative.proposer_name = "self";
+  speculative.speculative.policy.max_draft_tokens = 3;
+  speculative.speculative.policy.adaptive = false;
+  const auto got = RunAll(target->get(), tokenizer.get(), speculative, requests);
+  ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
   }

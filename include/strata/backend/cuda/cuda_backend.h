@@ -66,6 +66,9 @@ struct CudaBackendOptions {
   // (1, 2, 4, 8, 16, 32, 64, 128) and replay them.
   bool cuda_graphs = true;
   F16WeightCopies f16_weight_copies = F16WeightCopies::kAuto;
+  // > 0: upload and run only the model's first `max_layers` layers, then its output norm and
+  // head (self-speculation's draft). 0 or >= the model's: all.
+  int32_t max_layers = 0;
 };
 
 // Whether a CUDA device can be used by this process (false without a driver or device).

@@ -25,7 +25,7 @@ inline constexpr char kCudaPluginFile[] = "libstrata_cuda_backend.so";
 
 // Changes whenever a signature below or a type that crosses changes.
 inline constexpr int64_t kCudaPluginAbi =
-    (int64_t{1} << 48) ^ (int64_t{sizeof(CudaBackendOptions)} << 32) ^
+    (int64_t{2} << 48) ^ (int64_t{sizeof(CudaBackendOptions)} << 32) ^
     (int64_t{sizeof(Status)} << 16) ^ int64_t { sizeof(model::GgufFile) };
 
 }  // namespace strata::backend::cuda

@@ -31,7 +31,11 @@ StatusOr<cache::CacheSelector> SelectorOf(const std::string& body) {
   if (doc.size() != 1) {
     return InvalidArgumentError("the body must hold exactly one of tag, namespace, all");
   }
-  const auto& [name, value] = *doc.items().begin();
+  // An iterator into `doc`, not items(): a structured binding to *items().begin() would
+  // refer into a proxy that dies with the statement.
+  const json::const_iterator first = doc.cbegin();
+  const std::string& name = first.key();
+  const json& value = first.value();
   if (name == "all") {
     if (!value.is_boolean() || !value.get<bool>()) {
       return InvalidArgumentError("all must be true");

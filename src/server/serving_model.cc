@@ -45,8 +45,10 @@ StatusOr<backend::BackendSpec> BackendSpecFromConfig(const ServerConfig& config)
   spec.block_size = config.kv_block_size;
   spec.kv_budget_bytes = config.kv_budget_bytes;
   spec.threads = config.threads;
-  spec.kv_dtype =
-      config.kv_dtype == "f32" ? backend::cpu::KvDtype::kF32 : backend::cpu::KvDtype::kF16;
+  if (!backend::cpu::ParseKvDtype(config.kv_dtype, &spec.kv_dtype)) {
+    return InvalidArgumentError("--kv-dtype must be f16, f32 or q8_0, got '" + config.kv_dtype +
+                                "'");
+  }
   if (!backend::cpu::ParseMatMulPrecision(config.matmul_precision, &spec.matmul_precision)) {
     return InvalidArgumentError("--matmul-precision must be fp32 or int8, got '" +
                                 config.matmul_precision + "'");

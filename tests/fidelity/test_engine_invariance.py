@@ -135,3 +135,34 @@ def test_int8_greedy_output_is_the_same_alone_and_batched(build_dir, model_path,
     assert check(counters), (label, counters)
     for i, tokens in alone_int8.items():
         assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"
+
+
+# ---- q8_0 KV cache --------------------------------------------------------------------------
+# q8_0 rows are quantized once when written and dequantized the same way by every attention
+# tile, so a request's tokens do not depend on its batch either: each request alone (q8_0)
+# against all 16 together, in prefill chunks of 7, over prefix hits and through preemptions.
+Q8 = ["--kv-dtype", "q8_0"]
+
+
+@pytest.fixture(scope="module")
+def alone_q8(build_dir, model_path, prompts_file):
+    outputs, _ = run(build_dir, model_path, prompts_file, "--mode", "alone", *Q8)
+    assert len(outputs) == 16 and all(len(t) == MAX_TOKENS for t in outputs.values())
+    return outputs
+
+
+@pytest.mark.parametrize("label,args,check", [
+    ("q8_0, one batch of 16", ["--mode", "together", "--max-batched-tokens", "2048",
+                               "--no-prefix-caching"], lambda c: c["steps"] == MAX_TOKENS),
+    ("q8_0, chunks of 7", ["--long-prefill-chunk", "7", "--no-prefix-caching"],
+     lambda c: c["steps"] > MAX_TOKENS + 5),
+    ("q8_0, prefix-cache hits", ["--mode", "twice"], lambda c: c["prefix hit tokens"] >= 16 * 32),
+    ("q8_0, preempted and recomputed", ["--kv-budget-bytes", "2000000", "--no-prefix-caching"],
+     lambda c: c["preemptions"] > 0),
+])
+def test_q8_greedy_output_is_the_same_alone_and_batched(build_dir, model_path, prompts_file,
+                                                         alone_q8, label, args, check):
+    outputs, counters = run(build_dir, model_path, prompts_file, *args, *Q8)
+    assert check(counters), (label, counters)
+    for i, tokens in alone_q8.items():
+        assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"

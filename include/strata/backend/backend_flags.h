@@ -2,7 +2,7 @@
 // `--backend cuda` means the same everywhere (strata-server reads the same settings through
 // ServerConfig instead):
 //   --backend auto|cpu|cuda   --device N   --gpu-memory-fraction F   --cuda-graphs true|false
-//   --cuda-f16-weights auto|on|off   --threads N   --kv-budget-bytes N   --kv-dtype f16|f32
+//   --cuda-f16-weights auto|on|off   --threads N   --kv-budget-bytes N   --kv-dtype f16|f32|q8_0
 //   --matmul-precision fp32|int8
 // Every one takes a value.
 //

@@ -41,7 +41,7 @@ struct ServerConfig {
   // every batch size on AVX-512 VNNI CPUs; elsewhere it runs the fp32 kernels.
   std::string matmul_precision = "int8";
   int64_t kv_budget_bytes = 0;   // 0 = the backend's default (CPU 256 MiB, CUDA from the fraction)
-  std::string kv_dtype = "f16";  // "f16" or "f32"
+  std::string kv_dtype = "f16";  // "f16", "f32" or "q8_0"
   int32_t kv_block_size = 16;    // tokens per KV block
 
   // Network.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "strata/common/check.h"
@@ -45,14 +46,20 @@ struct KernelOps {
                      int dv, float* acc, float* tmp);
 };
 
+// Element type tag of a q8_0 row (int8 values, then fp16 scales: kv_storage.h).
+struct Q8 {};
+
 // ---- Portable scalar path ------------------------------------------------------------------
 
 template <typename T>
 const float* RowAsFloat(const void* row, int n, float* tmp) {
-  if constexpr (sizeof(T) == sizeof(float)) {
+  if constexpr (std::is_same_v<T, float>) {
     (void)n;
     (void)tmp;
     return static_cast<const float*>(row);
+  } else if constexpr (std::is_same_v<T, Q8>) {
+    DequantizeQ8Row(row, n, tmp);
+    return tmp;
   } else {
     const auto* h = static_cast<const uint16_t*>(row);
     for (int d = 0; d < n; ++d) tmp[d] = model::Fp16ToFloat(h[d]);
@@ -105,9 +112,27 @@ void AccumulateScalar(const void* const* v, int nk, const float* w, const float*
 
 #ifdef STRATA_ATTN_X86
 
-STRATA_AVX2 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
-STRATA_AVX2 inline __m256 Load8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+// Elements [d, d + 8) of a row of `dim` elements as floats; d is a multiple of 8.
+template <typename T>
+STRATA_AVX2 inline __m256 Load8(const void* row, int d, int dim) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)dim;
+    return _mm256_loadu_ps(static_cast<const float*>(row) + d);
+  } else if constexpr (std::is_same_v<T, uint16_t>) {
+    (void)dim;
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(row) + d)));
+  } else {
+    // q8_0: widen 8 signed bytes and multiply by their group's scale, exactly as
+    // DequantizeQ8Row does (the product is exact in fp32).
+    const auto* bytes = static_cast<const char*>(row);
+    const __m256 x = _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + d))));
+    uint16_t h = 0;
+    std::memcpy(&h, bytes + dim + 2 * (d / kQ8Group), sizeof(h));
+    const __m256 scale = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+    return _mm256_mul_ps(x, scale);
+  }
 }
 
 // ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)): the same order as HorizontalSum8, so a
@@ -186,13 +211,10 @@ STRATA_AVX2 void ScoresTile(const void* const* k, const float* q, int dk, float*
 #pragma GCC unroll 4
     for (int j = 0; j < NK; ++j) acc[r][j] = _mm256_setzero_ps();
   }
-  const T* kr[NK];
-#pragma GCC unroll 4
-  for (int j = 0; j < NK; ++j) kr[j] = static_cast<const T*>(k[j]);
   for (int d = 0; d < dk; d += 8) {
     __m256 kv[NK];
 #pragma GCC unroll 4
-    for (int j = 0; j < NK; ++j) kv[j] = Load8(kr[j] + d);
+    for (int j = 0; j < NK; ++j) kv[j] = Load8<T>(k[j], d, dk);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const __m256 qv = _mm256_loadu_ps(q + static_cast<std::ptrdiff_t>(r) * dk + d);
@@ -278,10 +300,9 @@ STRATA_AVX2 void AccumulateTile(const void* const* v, int nk, const float* w, co
       }
     }
     for (int j = 0; j < nk; ++j) {
-      const T* vr = static_cast<const T*>(v[j]) + d;
       __m256 vv[ND];
 #pragma GCC unroll 4
-      for (int c = 0; c < ND; ++c) vv[c] = Load8(vr + 8 * c);
+      for (int c = 0; c < ND; ++c) vv[c] = Load8<T>(v[j], d + 8 * c, dv);
 #pragma GCC unroll 8
       for (int r = 0; r < NR; ++r) {
         const __m256 wr = _mm256_broadcast_ss(w + r * kChunk + j);
@@ -351,15 +372,25 @@ STRATA_AVX2 void AccumulateAvx2(const void* const* v, int nk, const float* w, co
 KernelOps SelectOps(KvIsa isa, KvDtype dtype) {
 #ifdef STRATA_ATTN_X86
   if (isa == KvIsa::kAvx2) {
-    if (dtype == KvDtype::kF16) {
-      return {&ScoresAvx2<uint16_t>, &ExpSumAvx2, &AccumulateAvx2<uint16_t>};
+    switch (dtype) {
+      case KvDtype::kF16:
+        return {&ScoresAvx2<uint16_t>, &ExpSumAvx2, &AccumulateAvx2<uint16_t>};
+      case KvDtype::kQ8_0:
+        return {&ScoresAvx2<Q8>, &ExpSumAvx2, &AccumulateAvx2<Q8>};
+      case KvDtype::kF32:
+        break;
     }
     return {&ScoresAvx2<float>, &ExpSumAvx2, &AccumulateAvx2<float>};
   }
 #endif
   (void)isa;
-  if (dtype == KvDtype::kF16) {
-    return {&ScoresScalar<uint16_t>, &ExpSumScalar, &AccumulateScalar<uint16_t>};
+  switch (dtype) {
+    case KvDtype::kF16:
+      return {&ScoresScalar<uint16_t>, &ExpSumScalar, &AccumulateScalar<uint16_t>};
+    case KvDtype::kQ8_0:
+      return {&ScoresScalar<Q8>, &ExpSumScalar, &AccumulateScalar<Q8>};
+    case KvDtype::kF32:
+      break;
   }
   return {&ScoresScalar<float>, &ExpSumScalar, &AccumulateScalar<float>};
 }
@@ -556,18 +587,18 @@ void PagedAttention(const PagedAttentionArgs& args, int64_t task_begin, int64_t 
   const int32_t dk = config.head_dim_k;
   const int32_t dv = config.head_dim_v;
   if (dk % 8 != 0 || dv % 8 != 0) isa = KvIsa::kScalar;
-  const int32_t elt = KvDtypeBytes(config.dtype);
+  const KvLayout& layout = args.kv->layout();
   Context ctx{&args,
               SelectOps(isa, config.dtype),
               dk,
               dv,
               config.block_size,
-              args.kv->layout().k_token_stride() * elt,
-              args.kv->layout().v_token_stride() * elt,
+              layout.k_token_stride(),
+              layout.v_token_stride(),
               0,
               0,
-              int64_t{dk} * elt,
-              int64_t{dv} * elt,
+              layout.k_row_bytes(),
+              layout.v_row_bytes(),
               config.num_kv_heads > 1};
 
   thread_local Scratch sc;
@@ -598,8 +629,8 @@ void PagedAttention(const PagedAttentionArgs& args, int64_t task_begin, int64_t 
   while (t < task_end) {
     Tile tile;
     tile.kv_head = static_cast<int32_t>(t / args.n_q);
-    ctx.k_head_bytes = int64_t{tile.kv_head} * dk * elt;
-    ctx.v_head_bytes = int64_t{tile.kv_head} * dv * elt;
+    ctx.k_head_bytes = tile.kv_head * layout.k_row_bytes();
+    ctx.v_head_bytes = tile.kv_head * layout.v_row_bytes();
     const int32_t head0 = tile.kv_head * group;
     int64_t i = t % args.n_q;
     int64_t lo0 = 0;

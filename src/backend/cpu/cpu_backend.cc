@@ -91,7 +91,7 @@ std::string CpuBackend::Describe() const {
   const bool int8 = options_.matmul_precision == MatMulPrecision::kInt8 &&
                     MatMulInt8Supports(model::GgmlType::kQ8_0);
   return "cpu (" + std::string(MatMulIsa()) + ", " + std::to_string(num_threads()) + " threads, " +
-         (int8 ? "int8" : "fp32") + " matmul)";
+         (int8 ? "int8" : "fp32") + " matmul, " + KvDtypeName(kv_->config().dtype) + " KV)";
 }
 
 Status CpuBackend::Validate(const Batch& batch) const {

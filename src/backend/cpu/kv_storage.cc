@@ -1,5 +1,7 @@
 #include "strata/backend/cpu/kv_storage.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -19,6 +21,8 @@ namespace strata::backend::cpu {
 namespace {
 
 constexpr uint64_t kAlignment = 64;
+constexpr float kFp16Max = 65504.0f;
+constexpr uint16_t kFp16MaxBits = 0x7bff;
 
 bool ShapeIsPositive(const KvCacheConfig& c) {
   return c.num_layers > 0 && c.num_kv_heads > 0 && c.head_dim_k > 0 && c.head_dim_v > 0 &&
@@ -28,12 +32,11 @@ bool ShapeIsPositive(const KvCacheConfig& c) {
 // Bytes per block, or false on overflow.
 bool BytesPerBlock(const KvCacheConfig& c, uint64_t* out) {
   uint64_t bytes = 0;
-  if (!CheckedAdd(static_cast<uint64_t>(c.head_dim_k), static_cast<uint64_t>(c.head_dim_v),
-                  &bytes) ||
+  if (!CheckedAdd(static_cast<uint64_t>(KvRowBytes(c.dtype, c.head_dim_k)),
+                  static_cast<uint64_t>(KvRowBytes(c.dtype, c.head_dim_v)), &bytes) ||
       !CheckedMul(bytes, static_cast<uint64_t>(c.num_kv_heads), &bytes) ||
       !CheckedMul(bytes, static_cast<uint64_t>(c.block_size), &bytes) ||
       !CheckedMul(bytes, static_cast<uint64_t>(c.num_layers), &bytes) ||
-      !CheckedMul(bytes, static_cast<uint64_t>(KvDtypeBytes(c.dtype)), &bytes) ||
       bytes > static_cast<uint64_t>(INT64_MAX)) {
     return false;
   }
@@ -57,7 +60,40 @@ __attribute__((target("avx2,fma,f16c"))) void FloatToF16Avx2(const float* src, i
 }
 #endif
 
-void StoreRow(const float* src, int64_t n, KvDtype dtype, KvIsa isa, std::byte* dst) {
+// One head's row of n elements as q8_0 (see the header): one quantizer for every path.
+void QuantizeQ8Row(const float* src, int32_t n, std::byte* dst) {
+  auto* q = reinterpret_cast<int8_t*>(dst);
+  std::byte* scales = dst + n;
+  for (int32_t g0 = 0; g0 < n; g0 += kQ8Group) {
+    const int32_t g1 = std::min(n, g0 + kQ8Group);
+    float amax = 0.0f;
+    for (int32_t d = g0; d < g1; ++d) amax = std::max(amax, std::fabs(src[d]));  // NaN skipped
+    uint16_t h = model::FloatToFp16(std::min(amax / 127.0f, kFp16Max));
+    // Rounded down, the scale would clip the largest value: take the next fp16 up.
+    if (model::Fp16ToFloat(h) * 127.0f < amax && h < kFp16MaxBits) ++h;
+    const float scale = model::Fp16ToFloat(h);
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    for (int32_t d = g0; d < g1; ++d) {
+      float r = src[d] * inv;
+      r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+      if (std::isnan(r)) r = 0.0f;
+      q[d] = static_cast<int8_t>(std::nearbyint(r));
+    }
+    std::memcpy(scales + 2 * (g0 / kQ8Group), &h, sizeof(h));
+  }
+}
+
+// One token's rows of num_heads heads of head_dim elements, converted to `dtype`.
+void StoreRow(const float* src, int32_t num_heads, int32_t head_dim, KvDtype dtype, KvIsa isa,
+              std::byte* dst) {
+  const int64_t n = int64_t{num_heads} * head_dim;
+  if (dtype == KvDtype::kQ8_0) {
+    const int64_t row_bytes = KvRowBytes(dtype, head_dim);
+    for (int32_t h = 0; h < num_heads; ++h) {
+      QuantizeQ8Row(src + int64_t{h} * head_dim, head_dim, dst + h * row_bytes);
+    }
+    return;
+  }
   if (dtype == KvDtype::kF32) {
     std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
     return;
@@ -73,7 +109,15 @@ void StoreRow(const float* src, int64_t n, KvDtype dtype, KvIsa isa, std::byte* 
   FloatToF16Scalar(src, n, out);
 }
 
-void LoadRow(const std::byte* src, int64_t n, KvDtype dtype, float* dst) {
+void LoadRow(const std::byte* src, int32_t num_heads, int32_t head_dim, KvDtype dtype, float* dst) {
+  const int64_t n = int64_t{num_heads} * head_dim;
+  if (dtype == KvDtype::kQ8_0) {
+    const int64_t row_bytes = KvRowBytes(dtype, head_dim);
+    for (int32_t h = 0; h < num_heads; ++h) {
+      DequantizeQ8Row(src + h * row_bytes, head_dim, dst + int64_t{h} * head_dim);
+    }
+    return;
+  }
   if (dtype == KvDtype::kF32) {
     std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
     return;
@@ -96,7 +140,52 @@ bool DetectAvx2() {
 
 }  // namespace
 
-int32_t KvDtypeBytes(KvDtype dtype) { return dtype == KvDtype::kF16 ? 2 : 4; }
+void DequantizeQ8Row(const void* row, int32_t n, float* dst) {
+  const auto* q = static_cast<const int8_t*>(row);
+  const auto* scales = static_cast<const std::byte*>(row) + n;
+  for (int32_t g0 = 0; g0 < n; g0 += kQ8Group) {
+    uint16_t h = 0;
+    std::memcpy(&h, scales + 2 * (g0 / kQ8Group), sizeof(h));
+    const float scale = model::Fp16ToFloat(h);
+    for (int32_t d = g0; d < std::min(n, g0 + kQ8Group); ++d) dst[d] = q[d] * scale;
+  }
+}
+
+int64_t KvRowBytes(KvDtype dtype, int32_t head_dim) {
+  STRATA_CHECK(head_dim > 0);
+  switch (dtype) {
+    case KvDtype::kF16:
+      return int64_t{head_dim} * 2;
+    case KvDtype::kF32:
+      return int64_t{head_dim} * 4;
+    case KvDtype::kQ8_0:
+      return head_dim + 2 * ((int64_t{head_dim} + kQ8Group - 1) / kQ8Group);
+  }
+  STRATA_CHECK(false);
+  return 0;
+}
+
+const char* KvDtypeName(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF16:
+      return "f16";
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kQ8_0:
+      return "q8_0";
+  }
+  return "?";
+}
+
+bool ParseKvDtype(std::string_view name, KvDtype* dtype) {
+  for (KvDtype d : {KvDtype::kF16, KvDtype::kF32, KvDtype::kQ8_0}) {
+    if (name == KvDtypeName(d)) {
+      *dtype = d;
+      return true;
+    }
+  }
+  return false;
+}
 
 int64_t KvBytesPerBlock(const KvCacheConfig& config) {
   STRATA_CHECK(ShapeIsPositive(config));
@@ -116,8 +205,10 @@ KvLayout::KvLayout(const KvCacheConfig& config)
     : num_layers_(config.num_layers),
       num_blocks_(config.num_blocks),
       block_size_(config.block_size),
-      k_token_stride_(int64_t{config.num_kv_heads} * config.head_dim_k),
-      v_token_stride_(int64_t{config.num_kv_heads} * config.head_dim_v),
+      k_row_bytes_(KvRowBytes(config.dtype, config.head_dim_k)),
+      v_row_bytes_(KvRowBytes(config.dtype, config.head_dim_v)),
+      k_token_stride_(config.num_kv_heads * k_row_bytes_),
+      v_token_stride_(config.num_kv_heads * v_row_bytes_),
       k_block_stride_(k_token_stride_ * config.block_size),
       v_block_stride_(v_token_stride_ * config.block_size),
       layer_stride_((k_block_stride_ + v_block_stride_) * config.num_blocks) {}
@@ -181,12 +272,7 @@ StatusOr<std::unique_ptr<KvStorage>> KvStorage::Create(const KvCacheConfig& conf
 
 KvStorage::KvStorage(const KvCacheConfig& config, std::byte* raw, std::byte* data,
                      int64_t size_bytes)
-    : config_(config),
-      layout_(config),
-      element_bytes_(KvDtypeBytes(config.dtype)),
-      raw_(raw),
-      data_(data),
-      size_bytes_(size_bytes) {}
+    : config_(config), layout_(config), raw_(raw), data_(data), size_bytes_(size_bytes) {}
 
 KvStorage::~KvStorage() { std::free(raw_); }
 
@@ -201,10 +287,10 @@ void KvStorage::Write(int32_t layer, std::span<const kv::BlockId> block_ids, int
   STRATA_CHECK(pos >= 0 && pos / config_.block_size < static_cast<int64_t>(block_ids.size()));
   const kv::BlockId block = block_ids[static_cast<std::size_t>(pos / config_.block_size)];
   const auto slot = static_cast<int32_t>(pos % config_.block_size);
-  StoreRow(k, layout_.k_token_stride(), config_.dtype, isa,
-           data_ + layout_.KOffset(layer, block, slot) * element_bytes_);
-  StoreRow(v, layout_.v_token_stride(), config_.dtype, isa,
-           data_ + layout_.VOffset(layer, block, slot) * element_bytes_);
+  StoreRow(k, config_.num_kv_heads, config_.head_dim_k, config_.dtype, isa,
+           data_ + layout_.KOffset(layer, block, slot));
+  StoreRow(v, config_.num_kv_heads, config_.head_dim_v, config_.dtype, isa,
+           data_ + layout_.VOffset(layer, block, slot));
 }
 
 void KvStorage::Read(int32_t layer, std::span<const kv::BlockId> block_ids, int64_t pos, float* k,
@@ -212,18 +298,18 @@ void KvStorage::Read(int32_t layer, std::span<const kv::BlockId> block_ids, int6
   STRATA_CHECK(pos >= 0 && pos / config_.block_size < static_cast<int64_t>(block_ids.size()));
   const kv::BlockId block = block_ids[static_cast<std::size_t>(pos / config_.block_size)];
   const auto slot = static_cast<int32_t>(pos % config_.block_size);
-  LoadRow(data_ + layout_.KOffset(layer, block, slot) * element_bytes_, layout_.k_token_stride(),
+  LoadRow(data_ + layout_.KOffset(layer, block, slot), config_.num_kv_heads, config_.head_dim_k,
           config_.dtype, k);
-  LoadRow(data_ + layout_.VOffset(layer, block, slot) * element_bytes_, layout_.v_token_stride(),
+  LoadRow(data_ + layout_.VOffset(layer, block, slot), config_.num_kv_heads, config_.head_dim_v,
           config_.dtype, v);
 }
 
 const void* KvStorage::KBlock(int32_t layer, kv::BlockId block) const {
-  return data_ + layout_.KOffset(layer, block, 0) * element_bytes_;
+  return data_ + layout_.KOffset(layer, block, 0);
 }
 
 const void* KvStorage::VBlock(int32_t layer, kv::BlockId block) const {
-  return data_ + layout_.VOffset(layer, block, 0) * element_bytes_;
+  return data_ + layout_.VOffset(layer, block, 0);
 }
 
 }  // namespace strata::backend::cpu

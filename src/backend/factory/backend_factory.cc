@@ -111,7 +111,9 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const model::GgufFile& file,
     return std::unique_ptr<Backend>(std::move(b));
   }
   if (spec.kv_dtype != cpu::KvDtype::kF16) {
-    return InvalidArgumentError("the CUDA backend keeps its KV cache in f16 only");
+    return InvalidArgumentError(
+        std::string("the CUDA backend keeps its KV cache in f16 only, not ") +
+        cpu::KvDtypeName(spec.kv_dtype));
   }
   cuda::CudaBackendOptions options;
   options.device = spec.device;

@@ -19,7 +19,7 @@ const char kBackendFlagsUsage[] =
     "                           half of its memory)\n"
     "  --threads N              CPU threads (default: one per core)\n"
     "  --kv-budget-bytes N      KV cache memory (default: cpu 268435456, cuda from the fraction)\n"
-    "  --kv-dtype f16|f32       KV cache storage type (default f16; f32 on cpu only)\n"
+    "  --kv-dtype f16|f32|q8_0  KV cache storage type (default f16; f32 and q8_0 on cpu only)\n"
     "  --matmul-precision fp32|int8\n"
     "                           CPU matmul activations (default fp32; int8: faster batches on\n"
     "                           AVX-512 VNNI CPUs, slightly different logits)\n";
@@ -84,13 +84,7 @@ Status ApplyBackendFlag(std::string_view flag, std::string_view value, BackendSp
     if (!ParseInt(value, 0, INT64_MAX, &n)) return Bad(flag, value, "an integer >= 0");
     spec->kv_budget_bytes = n;
   } else if (flag == "--kv-dtype") {
-    if (value == "f16") {
-      spec->kv_dtype = cpu::KvDtype::kF16;
-    } else if (value == "f32") {
-      spec->kv_dtype = cpu::KvDtype::kF32;
-    } else {
-      return Bad(flag, value, "f16 or f32");
-    }
+    if (!cpu::ParseKvDtype(value, &spec->kv_dtype)) return Bad(flag, value, "f16, f32 or q8_0");
   } else if (flag == "--matmul-precision") {
     cpu::MatMulPrecision precision;
     if (!cpu::ParseMatMulPrecision(std::string(value), &precision)) {

@@ -18,16 +18,15 @@
 namespace strata::backend::cpu {
 
 // Readable parameters in gtest's messages.
-inline void PrintTo(KvDtype dtype, std::ostream* os) {
-  *os << (dtype == KvDtype::kF16 ? "f16" : "f32");
-}
+inline void PrintTo(KvDtype dtype, std::ostream* os) { *os << KvDtypeName(dtype); }
 inline void PrintTo(KvIsa isa, std::ostream* os) {
   *os << (isa == KvIsa::kAvx2 ? "avx2" : "scalar");
 }
 namespace {
 
 // fp32 accumulation against a float64 reference over the same (storage-rounded) K/V: the
-// errors come only from fp32 arithmetic, so fp16 storage keeps the fp32 tolerance.
+// errors come only from fp32 arithmetic, so fp16 and q8_0 storage keep the fp32 tolerance (q8_0
+// is dequantized exactly; its own error is bounded separately below).
 constexpr double kAtol = 2e-5;  // |V| <= 1, so outputs are O(1)
 constexpr double kRtol = 1e-5;
 
@@ -42,8 +41,9 @@ struct Shape {
 
 std::string ShapeName(const Shape& s) {
   std::ostringstream name;
-  name << (s.dtype == KvDtype::kF16 ? "F16" : "F32") << "_Bs" << s.block_size << "_Kv"
-       << s.num_kv_heads << "_Group" << s.group << "_Dk" << s.head_dim_k << "_Dv" << s.head_dim_v;
+  name << (s.dtype == KvDtype::kF16 ? "F16" : (s.dtype == KvDtype::kF32 ? "F32" : "Q8")) << "_Bs"
+       << s.block_size << "_Kv" << s.num_kv_heads << "_Group" << s.group << "_Dk" << s.head_dim_k
+       << "_Dv" << s.head_dim_v;
   return name.str();
 }
 
@@ -82,6 +82,12 @@ class Sequence {
 
   void Write(int64_t pos, const float* k, const float* v) {
     storage_->Write(kLayer, block_ids_, pos, k, v);
+    const int64_t nk = int64_t{shape_.num_kv_heads} * shape_.head_dim_k;
+    const int64_t nv = int64_t{shape_.num_kv_heads} * shape_.head_dim_v;
+    written_k_.resize(static_cast<size_t>(len_ * nk));
+    written_v_.resize(static_cast<size_t>(len_ * nv));
+    std::copy(k, k + nk, written_k_.begin() + pos * nk);
+    std::copy(v, v + nv, written_v_.begin() + pos * nv);
   }
 
   std::vector<float> RandomQ(int64_t n_q, float amplitude = 2.0f) {
@@ -108,15 +114,21 @@ class Sequence {
     return args;
   }
 
-  // softmax(scale q k^T) v in float64 over the K/V as stored.
-  std::vector<double> Reference(const PagedAttentionArgs& args) const {
+  // softmax(scale q k^T) v in float64 over the K/V as stored, or (as_written) over the float
+  // values given to Write, before the storage rounded them.
+  std::vector<double> Reference(const PagedAttentionArgs& args, bool as_written = false) const {
     const int32_t dk = shape_.head_dim_k;
     const int32_t dv = shape_.head_dim_v;
     const int32_t kv_heads = shape_.num_kv_heads;
     std::vector<float> k_all(static_cast<size_t>(len_ * kv_heads * dk));
     std::vector<float> v_all(static_cast<size_t>(len_ * kv_heads * dv));
-    for (int64_t p = 0; p < len_; ++p) {
-      storage_->Read(kLayer, block_ids_, p, &k_all[p * kv_heads * dk], &v_all[p * kv_heads * dv]);
+    if (as_written) {
+      k_all = written_k_;
+      v_all = written_v_;
+    } else {
+      for (int64_t p = 0; p < len_; ++p) {
+        storage_->Read(kLayer, block_ids_, p, &k_all[p * kv_heads * dk], &v_all[p * kv_heads * dv]);
+      }
     }
     std::vector<double> want(static_cast<size_t>(args.n_q * args.n_heads * dv));
     std::vector<double> scores;
@@ -157,6 +169,8 @@ class Sequence {
   std::mt19937 rng_;
   std::unique_ptr<KvStorage> storage_;
   std::vector<kv::BlockId> block_ids_;
+  std::vector<float> written_k_;  // [len, num_kv_heads, head_dim_k] as given to Write
+  std::vector<float> written_v_;
 };
 
 // Runs all tasks, cut into random ranges as a thread pool would.
@@ -262,7 +276,8 @@ std::string SweepName(const ::testing::TestParamInfo<SweepParam>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionSweep,
-                         ::testing::Combine(::testing::Values(KvDtype::kF16, KvDtype::kF32),
+                         ::testing::Combine(::testing::Values(KvDtype::kF16, KvDtype::kF32,
+                                                              KvDtype::kQ8_0),
                                             ::testing::Values(1, 16), ::testing::Values(1, 4, 8),
                                             ::testing::Values(64, 128, 256),
                                             ::testing::Values(KvIsa::kScalar, KvIsa::kAvx2)),
@@ -331,6 +346,9 @@ TEST_P(PagedAttentionPaths, UnusualHeadShapes) {
       {KvDtype::kF16, 7, 3, 2, 40, 40},     // not a multiple of 8: the AVX2 path falls back
       {KvDtype::kF16, 16, 2, 1, 72, 72},    // a multiple of 8 but not of 32
       {KvDtype::kF32, 16, 1, 5, 256, 256},  // odd group size
+      {KvDtype::kQ8_0, 7, 3, 2, 40, 40},    // q8_0 on the scalar fallback
+      {KvDtype::kQ8_0, 16, 2, 1, 72, 72},   // q8_0 with a short last scale group
+      {KvDtype::kQ8_0, 5, 2, 3, 128, 64},   // q8_0, K and V head dims differ
   };
   for (const Shape& shape : shapes) {
     Sequence seq(shape, 97, 34);
@@ -377,8 +395,9 @@ TEST_P(PagedAttentionPaths, ResultIsBitIdenticalHoweverTasksAreSplitOrBatched) {
   // Batch invariance: a row's result must not depend on which other rows share its tile, so
   // greedy decoding is the same alone, batched, or in chunked prefill. Groups of 3 and 4 put
   // different numbers of rows in a tile when alone and when batched.
-  for (int32_t group : {3, 4}) {
-    const Shape shape{KvDtype::kF16, 16, 2, group, 128, 128};
+  for (const auto& [dtype, group] :
+       {std::pair{KvDtype::kF16, 3}, std::pair{KvDtype::kF16, 4}, std::pair{KvDtype::kQ8_0, 3}}) {
+    const Shape shape{dtype, 16, 2, group, 128, 128};
     Sequence seq(shape, 150, 37);
     const std::vector<int64_t> q_pos = Range(3, 150);
     const std::vector<float> q = seq.RandomQ(static_cast<int64_t>(q_pos.size()));
@@ -400,6 +419,43 @@ TEST_P(PagedAttentionPaths, ResultIsBitIdenticalHoweverTasksAreSplitOrBatched) {
       PagedAttention(one, 0, PagedAttentionTasks(one), isa());
       EXPECT_EQ(std::memcmp(alone.data(), whole.data() + i * row, row * sizeof(float)), 0)
           << "group " << group << " query " << i;
+    }
+  }
+}
+
+// q8_0 against the exact result over the unrounded K/V. Per element, K and V move by at most half
+// a step, max |x| / 254 of their group: here |K| <= 2 and |V| <= 1, so about 0.008 and 0.004,
+// which moves each score by ~0.005 (random signs over head_dim terms, scaled by 1/sqrt(dk)).
+// The stated bound: every output within 0.02 of exact (|V| <= 1), the mean error below 0.003
+// (measured: 0.004-0.007 and 0.001); f16 storage on the same data stays 20x inside both, and so
+// does the fp32 tolerance above.
+TEST_P(PagedAttentionPaths, Q8ErrorAgainstTheUnroundedKvIsBounded) {
+  constexpr double kQ8Atol = 0.02;
+  constexpr double kQ8MeanAtol = 0.003;
+  for (const Shape& base : {Shape{KvDtype::kQ8_0, 16, 1, 4, 256, 256},   // Gemma 3
+                            Shape{KvDtype::kQ8_0, 16, 2, 4, 128, 128},   // Llama
+                            Shape{KvDtype::kQ8_0, 16, 2, 3, 72, 72}}) {  // short last group
+    for (KvDtype dtype : {KvDtype::kQ8_0, KvDtype::kF16}) {
+      Shape shape = base;
+      shape.dtype = dtype;
+      Sequence seq(shape, 300, 42);
+      const std::vector<int64_t> q_pos = {299, 150, 17, 0};
+      const std::vector<float> q = seq.RandomQ(static_cast<int64_t>(q_pos.size()));
+      std::vector<float> out;
+      const PagedAttentionArgs args = seq.Args(q, q_pos, 0, &out);
+      RunSplit(args, isa(), &rng_);
+      const std::vector<double> exact = seq.Reference(args, /*as_written=*/true);
+      double worst = 0.0;
+      double sum = 0.0;
+      for (size_t e = 0; e < out.size(); ++e) {
+        const double err = std::fabs(out[e] - exact[e]);
+        worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+        sum += err;
+      }
+      const double mean = sum / static_cast<double>(out.size());
+      const double scale = dtype == KvDtype::kQ8_0 ? 1.0 : 1.0 / 20.0;
+      EXPECT_LE(worst, kQ8Atol * scale) << ShapeName(shape) << " mean error " << mean;
+      EXPECT_LE(mean, kQ8MeanAtol * scale) << ShapeName(shape) << " worst error " << worst;
     }
   }
 }

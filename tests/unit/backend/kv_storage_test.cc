@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,9 +17,7 @@
 namespace strata::backend::cpu {
 
 // Readable parameters in gtest's messages.
-inline void PrintTo(KvDtype dtype, std::ostream* os) {
-  *os << (dtype == KvDtype::kF16 ? "f16" : "f32");
-}
+inline void PrintTo(KvDtype dtype, std::ostream* os) { *os << KvDtypeName(dtype); }
 inline void PrintTo(KvIsa isa, std::ostream* os) {
   *os << (isa == KvIsa::kAvx2 ? "avx2" : "scalar");
 }
@@ -53,6 +52,39 @@ TEST(KvBudget, BytesPerBlockCountsEveryLayerKAndV) {
   // K and V head dims may differ.
   KvCacheConfig mixed{1, 2, 64, 32, 1, 0, KvDtype::kF32};
   EXPECT_EQ(KvBytesPerBlock(mixed), 2 * (64 + 32) * 4);
+  // q8_0: a byte per element and a 2-byte scale per 64 elements (the last group may be short).
+  config.dtype = KvDtype::kQ8_0;
+  EXPECT_EQ(KvBytesPerBlock(config), 18 * 16 * 2 * (256 + 4 * 2));
+  EXPECT_EQ(KvRowBytes(KvDtype::kQ8_0, 64), 66);
+  EXPECT_EQ(KvRowBytes(KvDtype::kQ8_0, 65), 65 + 4);
+  EXPECT_EQ(KvRowBytes(KvDtype::kQ8_0, 13), 15);
+}
+
+TEST(KvBudget, Q8HoldsAtLeast1Point9TimesTheTokensOfF16) {
+  KvCacheConfig f16 = Gemma3Config();
+  KvCacheConfig q8 = f16;
+  q8.dtype = KvDtype::kQ8_0;
+  const int64_t budget = int64_t{256} << 20;
+  EXPECT_GE(static_cast<double>(KvBlocksForBudget(q8, budget)),
+            1.9 * KvBlocksForBudget(f16, budget));
+  KvCacheConfig llama{32, 8, 128, 128, 16, 0, KvDtype::kF16};
+  KvCacheConfig llama_q8 = llama;
+  llama_q8.dtype = KvDtype::kQ8_0;
+  EXPECT_GE(static_cast<double>(KvBlocksForBudget(llama_q8, budget)),
+            1.9 * KvBlocksForBudget(llama, budget));
+}
+
+TEST(KvDtypeNames, ParseTheirOwnNamesOnly) {
+  for (KvDtype d : {KvDtype::kF16, KvDtype::kF32, KvDtype::kQ8_0}) {
+    KvDtype parsed = KvDtype::kF32;
+    ASSERT_TRUE(ParseKvDtype(KvDtypeName(d), &parsed)) << KvDtypeName(d);
+    EXPECT_EQ(parsed, d);
+  }
+  KvDtype untouched = KvDtype::kF16;
+  for (const char* bad : {"", "Q8_0", "q8", "q4_0", "f16 ", "fp16"}) {
+    EXPECT_FALSE(ParseKvDtype(bad, &untouched)) << bad;
+    EXPECT_EQ(untouched, KvDtype::kF16);
+  }
 }
 
 TEST(KvBudget, BlocksForBudgetRoundsDown) {
@@ -76,13 +108,13 @@ TEST(KvBudget, BlocksForBudgetIgnoresNumBlocksAndSaturates) {
 TEST(KvLayout, OffsetsTileTheAllocationWithoutOverlap) {
   const KvCacheConfig config{3, 2, 8, 4, 5, 7, KvDtype::kF16};
   const KvLayout layout(config);
-  EXPECT_EQ(layout.k_token_stride(), 16);
-  EXPECT_EQ(layout.v_token_stride(), 8);
-  EXPECT_EQ(layout.k_block_stride(), 80);
-  EXPECT_EQ(layout.v_block_stride(), 40);
-  EXPECT_EQ(layout.total_elements() * KvDtypeBytes(config.dtype),
-            KvBytesPerBlock(config) * config.num_blocks);
-  std::vector<int> covered(static_cast<size_t>(layout.total_elements()), 0);
+  EXPECT_EQ(layout.k_row_bytes(), 16);
+  EXPECT_EQ(layout.k_token_stride(), 32);
+  EXPECT_EQ(layout.v_token_stride(), 16);
+  EXPECT_EQ(layout.k_block_stride(), 160);
+  EXPECT_EQ(layout.v_block_stride(), 80);
+  EXPECT_EQ(layout.total_bytes(), KvBytesPerBlock(config) * config.num_blocks);
+  std::vector<int> covered(static_cast<size_t>(layout.total_bytes()), 0);
   for (int32_t layer = 0; layer < config.num_layers; ++layer) {
     for (kv::BlockId block = 0; block < config.num_blocks; ++block) {
       for (int32_t slot = 0; slot < config.block_size; ++slot) {
@@ -95,26 +127,26 @@ TEST(KvLayout, OffsetsTileTheAllocationWithoutOverlap) {
       }
     }
   }
-  for (size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "element " << i;
+  for (size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "byte " << i;
 }
 
-TEST(KvLayout, OffsetsUse64BitArithmeticFarBeyond2Pow31Elements) {
+TEST(KvLayout, OffsetsUse64BitArithmeticFarBeyond2Pow31Bytes) {
   // A sparse layout no machine here could allocate: 64 layers, 8 heads of 256, 2^31-1 blocks.
   const KvCacheConfig config{64,           8, 256, 256, 16, std::numeric_limits<int32_t>::max(),
                              KvDtype::kF16};
   const KvLayout layout(config);
   using u128 = unsigned __int128;
-  const u128 k_block = u128{16} * 8 * 256;
+  const u128 k_block = u128{16} * 8 * 256 * 2;
   const u128 layer_stride = 2 * k_block * static_cast<u128>(config.num_blocks);
   const int32_t layer = 63;
   const kv::BlockId block = config.num_blocks - 1;
   const int32_t slot = 15;
-  const u128 k_expected = layer * layer_stride + block * k_block + slot * u128{8 * 256};
+  const u128 k_expected = layer * layer_stride + block * k_block + slot * u128{8 * 256 * 2};
   const u128 v_expected = k_expected + k_block * static_cast<u128>(config.num_blocks);
   EXPECT_EQ(static_cast<u128>(layout.KOffset(layer, block, slot)), k_expected);
   EXPECT_EQ(static_cast<u128>(layout.VOffset(layer, block, slot)), v_expected);
   EXPECT_GT(layout.KOffset(0, block, 0), int64_t{1} << 32);  // within one layer already
-  EXPECT_EQ(static_cast<u128>(layout.total_elements()), layer_stride * 64);
+  EXPECT_EQ(static_cast<u128>(layout.total_bytes()), layer_stride * 64);
 }
 
 TEST(KvStorage, CreateRejectsBadShapes) {
@@ -208,7 +240,7 @@ TEST_P(KvStorageRoundTrip, WriteThenReadGivesTheValuesRoundedToTheStorageType) {
     for (float x : k) ASSERT_EQ(x, 0.0f);
   }
   // The raw block pointers see the same slot: position 7 is block blocks[1] = 0, slot 2.
-  const size_t elt = static_cast<size_t>(KvDtypeBytes(dtype));
+  const size_t elt = dtype == KvDtype::kF32 ? 4 : 2;
   const auto* k_block = static_cast<const unsigned char*>(storage.KBlock(1, 0));
   std::vector<unsigned char> want(3 * 13 * elt);
   for (size_t i = 0; i < 3 * 13; ++i) {
@@ -225,6 +257,72 @@ TEST_P(KvStorageRoundTrip, WriteThenReadGivesTheValuesRoundedToTheStorageType) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, KvStorageRoundTrip,
                          ::testing::Combine(::testing::Values(KvDtype::kF16, KvDtype::kF32),
                                             ::testing::Values(KvIsa::kScalar, KvIsa::kAvx2)));
+
+// q8_0: each group of 64 (and the short last one) scaled by fp16(max |x| / 127); every value
+// read back within half a step of its group, the group's largest value exactly +-127 steps.
+TEST(KvStorage, Q8RoundTripIsWithinHalfAStepOfEachGroup) {
+  // head dims 130 (groups of 64, 64 and 2) and 13 (one short group); 3 KV heads.
+  const KvCacheConfig config{2, 3, 130, 13, 4, 5, KvDtype::kQ8_0};
+  auto created = KvStorage::Create(config);
+  ASSERT_TRUE(created.ok());
+  KvStorage& storage = **created;
+  const std::vector<kv::BlockId> blocks = {3, 0, 4};
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t pos = 0; pos < 12; ++pos) {
+    std::vector<float> k(3 * 130), v(3 * 13);
+    // Ordinary magnitudes, fp16-subnormal scales (1e-5), groups below them (1e-12) and zeros.
+    const float amplitude = pos == 3   ? 1e-12f
+                            : pos == 5 ? 0.0f
+                            : pos == 7 ? 1e-5f
+                                       : std::pow(10.0f, static_cast<float>(pos % 4));
+    for (float& x : k) x = amplitude * dist(rng);
+    for (float& x : v) x = amplitude * dist(rng);
+    storage.Write(1, blocks, pos, k.data(), v.data());
+    std::vector<float> k_back(k.size()), v_back(v.size());
+    storage.Read(1, blocks, pos, k_back.data(), v_back.data());
+    auto check = [&](const std::vector<float>& in, const std::vector<float>& out, int dim) {
+      for (int h = 0; h < 3; ++h) {
+        for (int g0 = 0; g0 < dim; g0 += kQ8Group) {
+          const int g1 = std::min(dim, g0 + kQ8Group);
+          float amax = 0.0f;
+          for (int d = g0; d < g1; ++d) amax = std::max(amax, std::fabs(in[h * dim + d]));
+          uint16_t bits = model::FloatToFp16(amax / 127.0f);
+          if (model::Fp16ToFloat(bits) * 127.0f < amax) ++bits;  // never clip the largest
+          const float step = model::Fp16ToFloat(bits);
+          for (int d = g0; d < g1; ++d) {
+            const float x = in[h * dim + d];
+            const float y = out[h * dim + d];
+            if (step == 0.0f) {
+              // A group below fp16's smallest scale (2^-24) reads back as zeros.
+              ASSERT_EQ(y, 0.0f);
+              ASSERT_LT(std::fabs(x), 127.0f * std::ldexp(1.0f, -24));
+              continue;
+            }
+            ASSERT_LE(std::fabs(x - y), 0.5f * step * 1.001f)
+                << "pos " << pos << " head " << h << " dim " << d << ": " << x << " -> " << y;
+            // Every value is a whole number of steps, at most 127 of them.
+            ASSERT_EQ(y / step, std::nearbyint(y / step));
+            ASSERT_LE(std::fabs(y / step), 127.0f);
+          }
+        }
+      }
+    };
+    check(k, k_back, 130);
+    check(v, v_back, 13);
+  }
+  // Values past what fp16 scales can express saturate instead of turning into inf or NaN.
+  std::vector<float> huge(3 * 130, 1e30f), small(3 * 13, -1e30f);
+  huge[5] = std::numeric_limits<float>::quiet_NaN();
+  storage.Write(0, blocks, 0, huge.data(), small.data());
+  std::vector<float> k_back(huge.size()), v_back(small.size());
+  storage.Read(0, blocks, 0, k_back.data(), v_back.data());
+  for (size_t i = 0; i < k_back.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(k_back[i])) << i;
+    ASSERT_EQ(k_back[i], i == 5 ? 0.0f : 127.0f * 65504.0f) << i;
+  }
+  for (float y : v_back) ASSERT_EQ(y, -127.0f * 65504.0f);
+}
 
 TEST(KvStorage, Fp16WritesAreBitIdenticalOnEveryPath) {
   const KvCacheConfig config{1, 1, 4096, 8, 1, 2, KvDtype::kF16};

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,6 +134,32 @@ TEST(CreateBackend, ZeroKvBudgetIsTheCpuDefaultAndAnExplicitOneIsKept) {
   EXPECT_EQ(negative.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(CreateBackend, CpuQ8KvHoldsMoreBlocksInTheSameBudgetAndSaysSo) {
+  auto m = TinyModel();
+  ASSERT_NE(m, nullptr);
+  BackendSpec spec;
+  spec.kind = BackendKind::kCpu;
+  spec.threads = 1;
+  spec.kv_budget_bytes = int64_t{4} << 20;
+  auto f16 = CreateBackend(*m->file, spec);
+  ASSERT_TRUE(f16.ok()) << f16.status().ToString();
+  EXPECT_NE((*f16)->Describe().find(", f16 KV)"), std::string::npos) << (*f16)->Describe();
+  spec.kv_dtype = cpu::KvDtype::kQ8_0;
+  auto q8 = CreateBackend(*m->file, spec);
+  ASSERT_TRUE(q8.ok()) << q8.status().ToString();
+  EXPECT_NE((*q8)->Describe().find(", q8_0 KV)"), std::string::npos) << (*q8)->Describe();
+  EXPECT_GT((*q8)->kv_geometry().num_blocks, (*f16)->kv_geometry().num_blocks);
+  EXPECT_LT((*q8)->kv_geometry().bytes_per_block, (*f16)->kv_geometry().bytes_per_block);
+
+  const std::vector<int32_t> tokens = {1, 5, 9};
+  const std::vector<kv::BlockId> blocks = {0};
+  Batch batch;
+  batch.sequences.push_back({tokens, 0, blocks, LogitsWanted::kLast});
+  std::vector<float> logits;
+  ASSERT_TRUE((*q8)->Forward(batch, &logits).ok());
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+}
+
 TEST(CreateBackend, CudaOnADeviceDescribesTheDeviceAndRefusesAnF32KvCache) {
   if (!CudaBackendUsable()) GTEST_SKIP() << "no CUDA device";
   auto m = TinyModel();
@@ -149,10 +176,13 @@ TEST(CreateBackend, CudaOnADeviceDescribesTheDeviceAndRefusesAnF32KvCache) {
   EXPECT_NE(d.find(", sm_"), std::string::npos) << d;
   EXPECT_NE(d.find("graphs on"), std::string::npos) << d;
 
-  spec.kv_dtype = cpu::KvDtype::kF32;
-  StatusOr<std::unique_ptr<Backend>> f32 = CreateBackend(*m->file, spec);
-  ASSERT_FALSE(f32.ok());
-  EXPECT_EQ(f32.status().code(), StatusCode::kInvalidArgument);
+  for (cpu::KvDtype dtype : {cpu::KvDtype::kF32, cpu::KvDtype::kQ8_0}) {
+    spec.kv_dtype = dtype;
+    StatusOr<std::unique_ptr<Backend>> refused = CreateBackend(*m->file, spec);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(cpu::KvDtypeName(dtype)), std::string::npos);
+  }
 }
 
 // --cuda-f16-weights reaches the backend through the plugin: a quantized model says which way

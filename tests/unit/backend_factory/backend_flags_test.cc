@@ -32,6 +32,8 @@ TEST(BackendFlags, EachFlagSetsItsField) {
   EXPECT_EQ(spec.kv_budget_bytes, 1048576);
   ASSERT_TRUE(ApplyBackendFlag("--kv-dtype", "f32", &spec).ok());
   EXPECT_EQ(spec.kv_dtype, cpu::KvDtype::kF32);
+  ASSERT_TRUE(ApplyBackendFlag("--kv-dtype", "q8_0", &spec).ok());
+  EXPECT_EQ(spec.kv_dtype, cpu::KvDtype::kQ8_0);
   ASSERT_TRUE(ApplyBackendFlag("--matmul-precision", "int8", &spec).ok());
   EXPECT_EQ(spec.matmul_precision, cpu::MatMulPrecision::kInt8);
 }
@@ -55,7 +57,8 @@ TEST(BackendFlags, BadValuesAreInvalidArgumentNamingTheFlagAndLeaveTheSpec) {
                         {"--threads", "2000"},
                         {"--kv-budget-bytes", "-5"},
                         {"--kv-budget-bytes", "99999999999999999999999"},
-                        {"--kv-dtype", "q8_0"},
+                        {"--kv-dtype", "q4_0"},
+                        {"--kv-dtype", "Q8_0"},
                         {"--matmul-precision", "fp8"}};
   for (const Case& c : cases) {
     BackendSpec spec;

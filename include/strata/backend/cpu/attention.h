@@ -5,7 +5,8 @@
 // softmax"), as in FlashAttention (Dao et al. 2022): keys are visited in chunks; each (query, head)
 // row keeps a running max m, a running sum l of exp(s - m) and an accumulator of exp(s - m) * v;
 // when a chunk raises m, l and the accumulator are rescaled by exp(m_old - m_new). Scores,
-// weights and accumulators are fp32; fp16 K/V are widened with F16C on the AVX2 path.
+// weights and accumulators are fp32; fp16 K/V are widened with F16C on the AVX2 path, q8_0 K/V
+// are dequantized as they are loaded (the same values KvStorage::Read gives).
 //
 // Pure functions on caller-owned buffers; any thread (see the task split below).
 #pragma once

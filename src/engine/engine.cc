@@ -241,7 +241,8 @@ Status Engine::Step(bool* did_work) {
     const SchedulerStats ss = scheduler_.Stats();
     const bool waiting = queue_.size() > 0 || ss.num_waiting > 0 || ss.num_pending_tokens > 0;
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    scheduler_.SetTokenBudget(adaptive_.Observe(seconds, had_decodes, waiting));
+    scheduler_.SetTokenBudget(
+        adaptive_.Observe(seconds, had_decodes, waiting, adaptive_.Floor(ss.num_running, waiting)));
   }
   PublishStats(&out);
   return OkStatus();

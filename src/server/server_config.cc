@@ -168,6 +168,13 @@ const std::vector<Setting>& Settings() {
        1e6,
        {},
        "inter-token latency target of adaptive batching, milliseconds"},
+      {"min_prefill_tokens",
+       &ServerConfig::min_prefill_tokens,
+       0,
+       kMaxI64,
+       {},
+       "adaptive batching: prompt tokens each step keeps for waiting prompts, whatever the "
+       "target"},
       {"enable_prefix_caching",
        &ServerConfig::enable_prefix_caching,
        0,

@@ -282,6 +282,7 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   engine_options.batching = config.batching == "adaptive" ? engine::BatchingMode::kAdaptive
                                                           : engine::BatchingMode::kStatic;
   engine_options.adaptive.target_itl_seconds = config.target_itl_ms / 1000.0;
+  engine_options.adaptive.min_prefill_tokens = config.min_prefill_tokens;
   if (config.speculative == "ngram") {
     engine::NgramProposerOptions ngram;
     ngram.min_ngram = config.speculative_ngram_min;

@@ -60,8 +60,9 @@ struct ServerConfig {
   int32_t max_batch_size = 64;
   int64_t long_prefill_chunk = 0;  // 0 = no per-sequence cap
   int64_t max_queued_requests = 1024;
-  std::string batching = "static";  // "static" or "adaptive"
-  double target_itl_ms = 100;       // adaptive batching's inter-token latency target
+  std::string batching = "adaptive";  // "static" or "adaptive"
+  double target_itl_ms = 80;          // adaptive batching's inter-token latency target
+  int64_t min_prefill_tokens = 64;    // adaptive: prompt tokens per step kept for waiting prompts
   bool enable_prefix_caching = true;
   std::string preload_prompts;  // file of prompts put into the prefix cache at start-up
 

@@ -74,3 +74,39 @@ TEST(AdaptiveBudget, FindsTheLargestBudgetThatMeetsTheTarget) {
 
 }  // namespace
 }  // namespace strata::engine
+
+namespace strata::engine {
+namespace {
+
+TEST(AdaptiveBudget, NeverDropsBelowTheFloorOfDecodesPlusAPrefillShare) {
+  // 64 streams on a machine where even their decodes alone miss the target: the budget keeps
+  // one token per running sequence and min_prefill_tokens for the waiting prompts, instead of
+  // shrinking to min_budget and starving both.
+  AdaptiveBudgetOptions o = Options();
+  o.min_prefill_tokens = 48;
+  AdaptiveBudget b(o);
+  const int64_t floor = b.Floor(/*running_sequences=*/64, /*prompts_waiting=*/true);
+  EXPECT_EQ(floor, 64 + 48);
+  for (int i = 0; i < 50; ++i) b.Observe(1.0, true, true, floor);
+  EXPECT_EQ(b.budget(), floor);
+  // Nothing waits: the floor is the decodes alone, and the AIMD rule goes on from there.
+  EXPECT_EQ(b.Floor(64, false), 64);
+  // From 112 over the target: max(floor(112 * 0.5), floor 64) = 64.
+  EXPECT_EQ(b.Observe(1.0, true, false, b.Floor(64, false)), 64);
+  // A prefill-only step gives no latency sample but still lifts the budget to the floor.
+  AdaptiveBudget c(o);
+  for (int i = 0; i < 50; ++i) c.Observe(1.0, true, true);
+  ASSERT_EQ(c.budget(), o.min_budget);
+  EXPECT_EQ(c.Observe(1.0, /*had_decodes=*/false, true, 100), 100);
+  // The floor is capped by max_budget.
+  EXPECT_EQ(c.Observe(1.0, true, true, 1 << 20), o.max_budget);
+}
+
+TEST(AdaptiveBudget, RejectsANegativePrefillFloor) {
+  AdaptiveBudgetOptions o = Options();
+  o.min_prefill_tokens = -1;
+  EXPECT_FALSE(o.Validate().ok());
+}
+
+}  // namespace
+}  // namespace strata::engine

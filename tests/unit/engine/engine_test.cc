@@ -632,6 +632,39 @@ TEST_F(EngineTest, AdaptiveBatchingKeepsItsBudgetInBoundsAndFinishesEveryone) {
   EXPECT_LE(budget, 32);
 }
 
+TEST_F(EngineTest, AdaptiveBatchingThatMissesItsTargetStillServesDecodesAndPrompts) {
+  // Every step misses an impossible target, so the controller wants the smallest budget. The
+  // floor keeps one token per running sequence and 8 for waiting prompts: everyone finishes in
+  // a bounded number of steps. Without it the budget sits at min_budget = 1 token per step and
+  // the 6 x (12 + 8) tokens below take at least 120 steps.
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.batching = BatchingMode::kAdaptive;
+  options.adaptive.min_budget = 1;
+  options.adaptive.max_budget = 64;
+  options.adaptive.initial_budget = 1;
+  options.adaptive.target_itl_seconds = 1e-9;
+  options.adaptive.min_prefill_tokens = 8;
+  auto engine = MakeEngine(backend.get(), options);
+  std::vector<Request> requests;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 12);
+    r.params = Greedy(8);
+    auto s = engine->Submit(r);
+    ASSERT_TRUE(s.ok());
+    requests.push_back(r);
+    streams.push_back(*s);
+  }
+  std::vector<Output> out = Drain(*engine, streams);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(out[i].tokens, Alone(requests[i].prompt, requests[i].params)) << i;
+  }
+  // 72 prompt tokens at >= 8 a step, then 8 decode steps (plus a few while arrivals trickle in).
+  EXPECT_LE(engine->Stats().steps, 40);
+}
+
 TEST_F(EngineTest, CreateRejectsInconsistentOptions) {
   auto backend = MakeBackend(int64_t{1} << 20);
   EngineOptions options;

@@ -1,6 +1,7 @@
 // Paged-attention micro-benchmarks (part of strata-bench-kernels): one decode query against a
 // sequence's cached K/V at growing context lengths, on Gemma 3 270M's shape (4 query heads
-// sharing 1 KV head of dim 256, f16 KV in 16-token blocks), and a 64-token prefill chunk.
+// sharing 1 KV head of dim 256, KV in 16-token blocks), and a 64-token prefill chunk; the second
+// argument is the KV type (0: f16, 1: q8_0).
 //
 //   strata-bench-kernels --benchmark_filter='Attention'
 //
@@ -32,7 +33,7 @@ struct Cache {
 
 // A one-layer cache holding `tokens` positions of random K/V (written straight into memory:
 // what is measured is the read).
-Cache MakeCache(int64_t tokens) {
+Cache MakeCache(int64_t tokens, KvDtype dtype) {
   KvCacheConfig config;
   config.num_layers = 1;
   config.num_kv_heads = kKvHeads;
@@ -40,7 +41,7 @@ Cache MakeCache(int64_t tokens) {
   config.head_dim_v = kHeadDim;
   config.block_size = kBlockSize;
   config.num_blocks = static_cast<int32_t>((tokens + kBlockSize - 1) / kBlockSize);
-  config.dtype = KvDtype::kF16;
+  config.dtype = dtype;
   Cache cache;
   cache.storage = std::move(KvStorage::Create(config)).value();
   std::mt19937 rng(7);
@@ -56,7 +57,9 @@ Cache MakeCache(int64_t tokens) {
 
 void RunAttention(benchmark::State& state, int64_t n_q) {
   const int64_t context = state.range(0);
-  Cache cache = MakeCache(context);
+  const KvDtype dtype = state.range(1) == 0 ? KvDtype::kF16 : KvDtype::kQ8_0;
+  state.SetLabel(KvDtypeName(dtype));
+  Cache cache = MakeCache(context, dtype);
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> q(n_q * kHeads * kHeadDim);
@@ -83,8 +86,8 @@ void RunAttention(benchmark::State& state, int64_t n_q) {
   // K and V rows read: each query sees its causal prefix; the GQA group shares each load.
   double rows = 0;
   for (int64_t i = 0; i < n_q; ++i) rows += static_cast<double>(pos[i] + 1);
-  const double bytes = (n_q == 1 ? rows : static_cast<double>(context)) * kKvHeads * kHeadDim *
-                       2 /*K,V*/ * 2 /*fp16*/;
+  const double bytes = (n_q == 1 ? rows : static_cast<double>(context)) * kKvHeads * 2 /*K,V*/ *
+                       static_cast<double>(KvRowBytes(dtype, kHeadDim));
   const double flops = rows * kHeads * 2.0 * (2 * kHeadDim);
   state.counters["kv_GB"] =
       benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -95,8 +98,8 @@ void RunAttention(benchmark::State& state, int64_t n_q) {
 void BM_AttentionDecode(benchmark::State& state) { RunAttention(state, 1); }
 void BM_AttentionPrefillChunk64(benchmark::State& state) { RunAttention(state, 64); }
 
-BENCHMARK(BM_AttentionDecode)->Arg(128)->Arg(512)->Arg(2048)->Arg(8192)->Arg(32768);
-BENCHMARK(BM_AttentionPrefillChunk64)->Arg(128)->Arg(512)->Arg(2048);
+BENCHMARK(BM_AttentionDecode)->ArgsProduct({{128, 512, 2048, 8192, 32768}, {0, 1}});
+BENCHMARK(BM_AttentionPrefillChunk64)->ArgsProduct({{128, 512, 2048}, {0, 1}});
 
 }  // namespace
 }  // namespace strata::backend::cpu

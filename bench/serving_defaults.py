@@ -29,12 +29,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_env import cpu_model, peer_source, resolve, strata_commit  # noqa: E402
-from sweep_batch import Running, flatten, run_bench, start_llama, wait_http  # noqa: E402
+from sweep_batch import Running, flatten, launch_strata, run_bench, start_llama  # noqa: E402
 
 THROUGHPUT_GOAL = 3.0  # strata / llama output tokens/s at GOAL_STREAMS
 TTFT_P99_GOAL_MS = 500.0
@@ -52,34 +51,14 @@ def start_strata(args, label: str, extra: list[str], work: Path) -> tuple[Runnin
            "--port-file", str(port_file), "--threads", str(args.threads),
            "--max-queued-requests", "4096", "--log-level", "warn", *extra]
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
-    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 120
-    while not port_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"strata-server did not start:\n{log.read_text()[-2000:]}")
-        time.sleep(0.05)
-    ports = json.loads(port_file.read_text())
-    wait_http(f"http://127.0.0.1:{ports['metrics_port']}/metrics", proc)
-    cli = args.build / "src/tools/strata-cli"
-    addr = f"127.0.0.1:{ports['grpc_port']}"
-    deadline = time.monotonic() + 120
-    while True:
-        r = subprocess.run([str(cli), "--addr", addr, "--timeout", "2", "info"],
-                           capture_output=True, text=True)
-        if r.returncode == 0:
-            break
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"strata-server never answered:\n{log.read_text()[-2000:]}")
-        time.sleep(0.1)
+    server = launch_strata(args, cmd, port_file, log, env)
+    r = subprocess.run([str(args.build / "src/tools/strata-cli"), "--addr", server.grpc_addr,
+                        "--timeout", "10", "info"], capture_output=True, text=True)
     info = {}
     for line in r.stdout.splitlines():
         key, _, value = line.partition(" ")
         info[key] = value.strip()
-    if args.strata_transport == "http":
-        target = ["--target", "openai", "--url", f"http://127.0.0.1:{ports['http_port']}"]
-    else:
-        target = ["--target", "strata", "--addr", addr]
-    return Running(proc, target, log), info
+    return server, info
 
 
 def report(rows: list[dict], infos: dict, args) -> tuple[str, bool]:

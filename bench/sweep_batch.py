@@ -69,6 +69,7 @@ class Running:
         self.proc = proc
         self.target_args = target_args
         self.log = log
+        self.grpc_addr: str | None = None  # strata-server's gRPC address, when it is one
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -94,7 +95,14 @@ def start_strata(args, batch: int, ctx_per_seq: int, work: Path) -> Running:
            "--threads", str(args.threads), "--max-batch-size", str(batch),
            "--kv-budget-bytes", str(kv_bytes), "--max-queued-requests", "4096",
            "--log-level", "warn", *args.strata_flags.split()]
-    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    return launch_strata(args, cmd, port_file, log)
+
+
+def launch_strata(args, cmd: list[str], port_file: Path, log: Path,
+                  env: dict | None = None) -> Running:
+    """Starts `cmd` (a strata-server writing `port_file`) and waits until it serves; the bench
+    target is its gRPC port, or its HTTP port with --strata-transport http."""
+    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 120
     while not port_file.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -112,9 +120,12 @@ def start_strata(args, batch: int, ctx_per_seq: int, work: Path) -> Running:
             raise RuntimeError(f"strata-server never became SERVING:\n{log.read_text()[-2000:]}")
         time.sleep(0.1)
     if args.strata_transport == "http":  # the same protocol and client as llama-server gets
-        return Running(proc, ["--target", "openai", "--url",
-                              f"http://127.0.0.1:{ports['http_port']}"], log)
-    return Running(proc, ["--target", "strata", "--addr", addr], log)
+        running = Running(proc, ["--target", "openai", "--url",
+                                 f"http://127.0.0.1:{ports['http_port']}"], log)
+    else:
+        running = Running(proc, ["--target", "strata", "--addr", addr], log)
+    running.grpc_addr = addr
+    return running
 
 
 def start_llama(args, batch: int, ctx_per_seq: int, work: Path) -> Running:

@@ -109,60 +109,45 @@ def test_speculative_greedy_output_is_the_solo_output(build_dir, model_path, pro
         assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"
 
 
-# ---- int8 matmul precision ------------------------------------------------------------------
+# ---- int8 matmul precision and q8_0 KV --------------------------------------------------------
 # With --matmul-precision int8 a token's matmul rows are bit-identical whatever the batch (see
-# include/strata/backend/cpu/matmul.h), so the same invariance holds: each request alone (int8)
-# against all 16 together and in prefill chunks of 7 (int8).
+# include/strata/backend/cpu/matmul.h); q8_0 KV rows are quantized once when written and
+# dequantized the same way by every attention tile. So the same invariance holds in both: each
+# request alone (with the variant's flags) against all 16 together, in prefill chunks of 7 and,
+# for q8_0, over prefix hits and through preemptions.
 INT8 = ["--matmul-precision", "int8"]
-
-
-@pytest.fixture(scope="module")
-def alone_int8(build_dir, model_path, prompts_file):
-    outputs, _ = run(build_dir, model_path, prompts_file, "--mode", "alone", *INT8)
-    assert len(outputs) == 16 and all(len(t) == MAX_TOKENS for t in outputs.values())
-    return outputs
-
-
-@pytest.mark.parametrize("label,args,check", [
-    ("int8, one batch of 16", ["--mode", "together", "--max-batched-tokens", "2048",
-                               "--no-prefix-caching"], lambda c: c["steps"] == MAX_TOKENS),
-    ("int8, chunks of 7", ["--long-prefill-chunk", "7", "--no-prefix-caching"],
-     lambda c: c["steps"] > MAX_TOKENS + 5),
-])
-def test_int8_greedy_output_is_the_same_alone_and_batched(build_dir, model_path, prompts_file,
-                                                           alone_int8, label, args, check):
-    outputs, counters = run(build_dir, model_path, prompts_file, *args, *INT8)
-    assert check(counters), (label, counters)
-    for i, tokens in alone_int8.items():
-        assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"
-
-
-# ---- q8_0 KV cache --------------------------------------------------------------------------
-# q8_0 rows are quantized once when written and dequantized the same way by every attention
-# tile, so a request's tokens do not depend on its batch either: each request alone (q8_0)
-# against all 16 together, in prefill chunks of 7, over prefix hits and through preemptions.
 Q8 = ["--kv-dtype", "q8_0"]
+_solo_runs = {}
 
 
-@pytest.fixture(scope="module")
-def alone_q8(build_dir, model_path, prompts_file):
-    outputs, _ = run(build_dir, model_path, prompts_file, "--mode", "alone", *Q8)
-    assert len(outputs) == 16 and all(len(t) == MAX_TOKENS for t in outputs.values())
-    return outputs
+def alone_with(build_dir, model_path, prompts_file, flags):
+    key = tuple(flags)
+    if key not in _solo_runs:
+        outputs, _ = run(build_dir, model_path, prompts_file, "--mode", "alone", *flags)
+        assert len(outputs) == 16 and all(len(t) == MAX_TOKENS for t in outputs.values())
+        _solo_runs[key] = outputs
+    return _solo_runs[key]
 
 
-@pytest.mark.parametrize("label,args,check", [
-    ("q8_0, one batch of 16", ["--mode", "together", "--max-batched-tokens", "2048",
-                               "--no-prefix-caching"], lambda c: c["steps"] == MAX_TOKENS),
-    ("q8_0, chunks of 7", ["--long-prefill-chunk", "7", "--no-prefix-caching"],
+@pytest.mark.parametrize("label,flags,args,check", [
+    ("int8, one batch of 16", INT8, ["--mode", "together", "--max-batched-tokens", "2048",
+                                     "--no-prefix-caching"], lambda c: c["steps"] == MAX_TOKENS),
+    ("int8, chunks of 7", INT8, ["--long-prefill-chunk", "7", "--no-prefix-caching"],
      lambda c: c["steps"] > MAX_TOKENS + 5),
-    ("q8_0, prefix-cache hits", ["--mode", "twice"], lambda c: c["prefix hit tokens"] >= 16 * 32),
-    ("q8_0, preempted and recomputed", ["--kv-budget-bytes", "2000000", "--no-prefix-caching"],
+    ("q8_0, one batch of 16", Q8, ["--mode", "together", "--max-batched-tokens", "2048",
+                                   "--no-prefix-caching"], lambda c: c["steps"] == MAX_TOKENS),
+    ("q8_0, chunks of 7", Q8, ["--long-prefill-chunk", "7", "--no-prefix-caching"],
+     lambda c: c["steps"] > MAX_TOKENS + 5),
+    ("q8_0, prefix-cache hits", Q8, ["--mode", "twice"],
+     lambda c: c["prefix hit tokens"] >= 16 * 32),
+    ("q8_0, preempted and recomputed", Q8, ["--kv-budget-bytes", "2000000",
+                                            "--no-prefix-caching"],
      lambda c: c["preemptions"] > 0),
 ])
-def test_q8_greedy_output_is_the_same_alone_and_batched(build_dir, model_path, prompts_file,
-                                                         alone_q8, label, args, check):
-    outputs, counters = run(build_dir, model_path, prompts_file, *args, *Q8)
+def test_variant_greedy_output_is_the_same_alone_and_batched(build_dir, model_path, prompts_file,
+                                                             label, flags, args, check):
+    alone = alone_with(build_dir, model_path, prompts_file, flags)
+    outputs, counters = run(build_dir, model_path, prompts_file, *args, *flags)
     assert check(counters), (label, counters)
-    for i, tokens in alone_q8.items():
+    for i, tokens in alone.items():
         assert outputs[i] == tokens, f"{label}: request {i} differs from its solo run"

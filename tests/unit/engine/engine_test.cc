@@ -80,6 +80,27 @@ class EngineTest : public ::testing::Test {
     return engine.ok() ? std::move(*engine) : nullptr;
   }
 
+  // Submits `n` greedy requests (prompts Prompt(i, prompt_len)), drains them and checks that
+  // each got the tokens it gets alone.
+  void ExpectEveryoneGetsTheirSoloTokens(Engine& engine, int n, int prompt_len,
+                                         int32_t max_tokens) {
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < n; ++i) {
+      Request r;
+      r.prompt = Prompt(i, prompt_len);
+      r.params = Greedy(max_tokens);
+      auto s = engine.Submit(r);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      requests.push_back(r);
+      streams.push_back(*s);
+    }
+    std::vector<Output> out = Drain(engine, streams);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(out[i].tokens, Alone(requests[i].prompt, requests[i].params)) << i;
+    }
+  }
+
   static std::vector<uint8_t>* bytes_;
   static model::GgufFile* file_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
@@ -612,21 +633,7 @@ TEST_F(EngineTest, AdaptiveBatchingKeepsItsBudgetInBoundsAndFinishesEveryone) {
   options.adaptive.initial_budget = 8;
   options.adaptive.target_itl_seconds = 10;  // never at risk here: the budget only grows
   auto engine = MakeEngine(backend.get(), options);
-  std::vector<Request> requests;
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int i = 0; i < 6; ++i) {
-    Request r;
-    r.prompt = Prompt(i, 12);
-    r.params = Greedy(8);
-    auto s = engine->Submit(r);
-    ASSERT_TRUE(s.ok());
-    requests.push_back(r);
-    streams.push_back(*s);
-  }
-  std::vector<Output> out = Drain(*engine, streams);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(out[i].tokens, Alone(requests[i].prompt, requests[i].params)) << i;
-  }
+  ExpectEveryoneGetsTheirSoloTokens(*engine, 6, 12, 8);
   const int64_t budget = engine->Stats().token_budget;
   EXPECT_GT(budget, 8);  // grew while prompts waited
   EXPECT_LE(budget, 32);
@@ -646,21 +653,7 @@ TEST_F(EngineTest, AdaptiveBatchingThatMissesItsTargetStillServesDecodesAndPromp
   options.adaptive.target_itl_seconds = 1e-9;
   options.adaptive.min_prefill_tokens = 8;
   auto engine = MakeEngine(backend.get(), options);
-  std::vector<Request> requests;
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int i = 0; i < 6; ++i) {
-    Request r;
-    r.prompt = Prompt(i, 12);
-    r.params = Greedy(8);
-    auto s = engine->Submit(r);
-    ASSERT_TRUE(s.ok());
-    requests.push_back(r);
-    streams.push_back(*s);
-  }
-  std::vector<Output> out = Drain(*engine, streams);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(out[i].tokens, Alone(requests[i].prompt, requests[i].params)) << i;
-  }
+  ExpectEveryoneGetsTheirSoloTokens(*engine, 6, 12, 8);
   // 72 prompt tokens at >= 8 a step, then 8 decode steps (plus a few while arrivals trickle in).
   EXPECT_LE(engine->Stats().steps, 40);
 }

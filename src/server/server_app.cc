@@ -21,6 +21,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "strata/cache/response_key.h"
 #include "strata/common/logging.h"
@@ -50,6 +51,11 @@ constexpr char kServiceName[] = "strata.v1.Generation";
 constexpr char kEmbeddingServiceName[] = "strata.v1.Embedding";
 // Room for a request's other fields next to a prompt of --max-message-bytes.
 constexpr int64_t kMessageSlack = 64 << 10;
+// /metrics: connections served at once, and how long one may take to send its request.
+constexpr int kMetricsThreads = 8;
+constexpr int kMetricsRequestTimeoutMs = 5000;
+// gRPC: a connection must finish its handshake (up to the client's HTTP/2 SETTINGS) within this.
+constexpr int kGrpcHandshakeTimeoutMs = 10000;
 
 sigset_t StopSignals() {
   sigset_t set;
@@ -180,8 +186,15 @@ int RunServer(const ServerConfig& config) {
       c.log_message = LogCivetMessage;
       return c;
     }();
-    exposer = std::make_unique<prometheus::Exposer>(HostPort(config.host, config.metrics_port),
-                                                    /*num_threads=*/2, &callbacks);
+    // Each civetweb worker serves one connection at a time and waits up to request_timeout_ms
+    // for its request: with the library's 2 workers and 30 s, two silent connections blocked
+    // every scrape for 30 s. A scrape is one small GET; a client that has not sent it within
+    // kMetricsRequestTimeoutMs is cut off.
+    exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", HostPort(config.host, config.metrics_port),
+                                 "num_threads", std::to_string(kMetricsThreads),
+                                 "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)},
+        &callbacks);
   } catch (const std::exception& e) {
     Log(LogLevel::kError, "cannot serve metrics",
         {{"address", HostPort(config.host, config.metrics_port)}, {"error", e.what()}});
@@ -230,6 +243,19 @@ int RunServer(const ServerConfig& config) {
   // The transport allows a little more than --max-message-bytes so that a prompt just past the
   // limit reaches the translator and gets INVALID_ARGUMENT naming the field; far larger
   // messages are cut off by gRPC itself (RESOURCE_EXHAUSTED) before they are read.
+  // Half-open and idle connections do not stay forever; aged ones are asked to reconnect (to
+  // another replica, behind a load balancer).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kGrpcHandshakeTimeoutMs);
+  if (config.grpc_max_connection_idle_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(config.grpc_max_connection_idle_s * 1000));
+  }
+  if (config.grpc_max_connection_age_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               static_cast<int>(config.grpc_max_connection_age_s * 1000));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               static_cast<int>(config.grpc_max_connection_age_grace_s * 1000));
+  }
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<int64_t>(config.max_message_bytes + kMessageSlack, INT32_MAX)));
   builder.RegisterService(&service);

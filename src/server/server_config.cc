@@ -26,6 +26,8 @@ struct Setting {
 const std::vector<Setting>& Settings() {
   constexpr double kMaxI32 = std::numeric_limits<int32_t>::max();
   constexpr double kMaxI64 = 9.0e15;  // exact in a double
+  // gRPC takes its timeouts as int milliseconds.
+  constexpr double kMaxGrpcSeconds = 2147483;
   static const std::vector<Setting> settings = {
       {"model", &ServerConfig::model, 0, 0, {}, "GGUF model file (required)"},
       {"chat_template",
@@ -87,6 +89,25 @@ const std::vector<Setting>& Settings() {
       {"kv_block_size", &ServerConfig::kv_block_size, 1, 1024, {}, "tokens per KV block"},
       {"host", &ServerConfig::host, 0, 0, {}, "address to listen on"},
       {"grpc_port", &ServerConfig::grpc_port, 0, 65535, {}, "gRPC port; 0: any free port"},
+      {"grpc_max_connection_idle_s",
+       &ServerConfig::grpc_max_connection_idle_s,
+       0,
+       kMaxGrpcSeconds,
+       {},
+       "gRPC: close a connection after this many seconds without a call; 0: never"},
+      {"grpc_max_connection_age_s",
+       &ServerConfig::grpc_max_connection_age_s,
+       0,
+       kMaxGrpcSeconds,
+       {},
+       "gRPC: ask a client to reconnect after this many seconds (spreads load over replicas); "
+       "0: never"},
+      {"grpc_max_connection_age_grace_s",
+       &ServerConfig::grpc_max_connection_age_grace_s,
+       0,
+       kMaxGrpcSeconds,
+       {},
+       "gRPC: seconds calls in flight on an aged connection get to finish"},
       {"metrics_port",
        &ServerConfig::metrics_port,
        0,

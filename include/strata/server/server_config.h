@@ -50,6 +50,11 @@ struct ServerConfig {
   int32_t metrics_port = 9464;
   int32_t http_port = 8000;  // OpenAI-compatible API; -1 = off
   int32_t http_threads = 256;
+  // gRPC connections: closed after this long without a call (0: never), and asked to reconnect
+  // (GOAWAY) after this age, calls in flight getting the grace period to finish (0: never).
+  int64_t grpc_max_connection_idle_s = 300;
+  int64_t grpc_max_connection_age_s = 3600;
+  int64_t grpc_max_connection_age_grace_s = 600;
   std::string served_model_name;  // empty: the model file's name without .gguf
   std::string port_file;          // the bound ports are written here as JSON once bound
   int64_t max_message_bytes = int64_t{4} << 20;

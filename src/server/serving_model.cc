@@ -340,7 +340,10 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   info.set_vocab_size(static_cast<int32_t>(model_config.vocab_size));
   info.set_chat_template(m->chat_template ? std::string(m->chat_template->name()) : "");
   info.set_max_batch_size(config.max_batch_size);
-  info.set_max_batched_tokens(config.max_batched_tokens);
+  // The most tokens a step may carry: the static budget, or the adaptive budget's ceiling.
+  info.set_max_batched_tokens(engine_options.batching == engine::BatchingMode::kAdaptive
+                                  ? engine_options.adaptive.max_budget
+                                  : config.max_batched_tokens);
   const engine::EngineStats stats = m->engine->Stats();
   info.set_kv_cache_tokens(int64_t{stats.kv.num_blocks} * config.kv_block_size);
   info.set_max_queued_requests(static_cast<int32_t>(config.max_queued_requests));

@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_env import cpu_model, peer_source, resolve, strata_commit  # noqa: E402
-from sweep_batch import Running, flatten, launch_strata, run_bench, start_llama  # noqa: E402
+from sweep_batch import (Running, flatten, latency_cells, launch_strata, run_bench,  # noqa: E402
+                         start_llama)
 
 THROUGHPUT_GOAL = 3.0  # strata / llama output tokens/s at GOAL_STREAMS
 TTFT_P99_GOAL_MS = 500.0
@@ -76,11 +77,7 @@ def report(rows: list[dict], infos: dict, args) -> tuple[str, bool]:
              "| ITL p50 / p99 (ms) | E2E p99 (ms) |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        rate = "closed" if r["request_rate"] is None else f"{r['request_rate']:g}"
-        lines.append(
-            f"| {r['system']} | {r['concurrency'] or '-'} | {rate} | "
-            f"{r['output_tokens_per_s']:.1f} | {r['ttft_ms_p50']:.0f} / {r['ttft_ms_p99']:.0f} | "
-            f"{r['itl_ms_p50']:.0f} / {r['itl_ms_p99']:.0f} | {r['e2e_ms_p99']:.0f} |")
+        lines.append(f"| {r['system']} | {r['concurrency'] or '-'} | {latency_cells(r)}")
     lines += ["", "Goals:", ""]
     ok = True
 

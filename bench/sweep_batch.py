@@ -244,6 +244,14 @@ def plot(rows: list[dict], out: Path) -> None:
     plt.close(fig)
 
 
+def latency_cells(r: dict) -> str:
+    """A row's "rate | out tok/s | TTFT p50 / p99 | ITL p50 / p99 | E2E p99" table cells."""
+    rate = "closed" if r["request_rate"] is None else f"{r['request_rate']:g}"
+    return (f"{rate} | {r['output_tokens_per_s']:.1f} | {r['ttft_ms_p50']:.0f} / "
+            f"{r['ttft_ms_p99']:.0f} | {r['itl_ms_p50']:.0f} / {r['itl_ms_p99']:.0f} | "
+            f"{r['e2e_ms_p99']:.0f} |")
+
+
 def summary(rows: list[dict], args) -> str:
     lines = [f"Sweep on {cpu_model()}, Strata {strata_commit()}, llama.cpp from "
              f"{peer_source(args.llama_server)}; {args.threads} threads each, "
@@ -253,11 +261,8 @@ def summary(rows: list[dict], args) -> str:
              "| ITL p50 / p99 (ms) | E2E p99 (ms) |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        rate = "closed" if r["request_rate"] is None else f"{r['request_rate']:g}"
-        lines.append(
-            f"| {r['system']} | {r['batch_size']} | {r['concurrency'] or '-'} | {rate} | "
-            f"{r['output_tokens_per_s']:.1f} | {r['ttft_ms_p50']:.0f} / {r['ttft_ms_p99']:.0f} | "
-            f"{r['itl_ms_p50']:.0f} / {r['itl_ms_p99']:.0f} | {r['e2e_ms_p99']:.0f} |")
+        lines.append(f"| {r['system']} | {r['batch_size']} | {r['concurrency'] or '-'} | "
+                     f"{latency_cells(r)}")
     ratio_lines = []
     for r in rows:
         if r["system"] != "strata" or r["request_rate"] is not None:

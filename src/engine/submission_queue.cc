@@ -1,5 +1,6 @@
 #include "strata/engine/submission_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "strata/common/check.h"
@@ -14,15 +15,21 @@ Status SubmissionQueue::Push(Submission submission) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return UnavailableError("the engine is shutting down");
-    if (entries_.size() >= capacity_) {
-      return ResourceExhaustedError("the request queue is full (" + std::to_string(capacity_) +
-                                    " requests waiting); retry later");
+    if (entries_.size() >= capacity_ + scheduler_room_) {
+      return ResourceExhaustedError("the request queue is full (" +
+                                    std::to_string(entries_.size()) +
+                                    " requests waiting, every batch slot taken); retry later");
     }
     const int32_t priority = submission.request.priority;
     entries_.insert(Entry{priority, next_order_++, std::move(submission)});
   }
   cv_.notify_all();
   return OkStatus();
+}
+
+void SubmissionQueue::SetSchedulerRoom(size_t room) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  scheduler_room_ = room;
 }
 
 size_t SubmissionQueue::Pop(size_t max, std::vector<Submission>* out) {
@@ -35,6 +42,8 @@ size_t SubmissionQueue::Pop(size_t max, std::vector<Submission>* out) {
     entries_.erase(it);
     ++n;
   }
+  // What was taken fills the scheduler's slots until the engine reports its room again.
+  scheduler_room_ -= std::min(n, scheduler_room_);
   return n;
 }
 

@@ -1,8 +1,10 @@
 #include "strata/server/cache_admin_service.h"
 
 #include <string>
+#include <string_view>
 
 #include "strata/server/generate_call.h"
+#include "strata/server/request_parse.h"
 
 namespace strata::server {
 namespace {
@@ -22,7 +24,32 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const Sta
 
 }  // namespace
 
-CacheAdminService::CacheAdminService(CacheAdmin* admin) : admin_(admin) {}
+CacheAdminService::CacheAdminService(CacheAdmin* admin) : admin_(admin) {
+  // Bytes that do not parse get INVALID_ARGUMENT (request_parse.h), after the token is checked.
+  const auto refuse = [this](grpc::CallbackServerContext* context, const Status& status) {
+    if (Status auth = admin_->Authorize(AuthorizationOf(*context)); !auth.ok()) {
+      return Finish(context, auth);
+    }
+    return Finish(context, status);
+  };
+  const auto index = [](std::string_view method) {
+    return MethodIndex(v1::CacheAdmin::service_full_name(), method);
+  };
+  MarkMethodCallback(
+      index("Invalidate"),
+      new ParseCheckedUnaryHandler<v1::InvalidateRequest, v1::InvalidateResponse>(
+          [this](grpc::CallbackServerContext* context, const v1::InvalidateRequest* request,
+                 v1::InvalidateResponse* response) {
+            return Invalidate(context, request, response);
+          },
+          refuse));
+  MarkMethodCallback(
+      index("BumpEpoch"),
+      new ParseCheckedUnaryHandler<v1::BumpEpochRequest, v1::BumpEpochResponse>(
+          [this](grpc::CallbackServerContext* context, const v1::BumpEpochRequest* request,
+                 v1::BumpEpochResponse* response) { return BumpEpoch(context, request, response); },
+          refuse));
+}
 
 grpc::ServerUnaryReactor* CacheAdminService::Invalidate(grpc::CallbackServerContext* context,
                                                         const v1::InvalidateRequest* request,

@@ -23,7 +23,7 @@ void CallRecorder::OnChunk(const engine::StreamChunk& chunk) {
   last_token_time_ = chunk.time;
 }
 
-Status CallRecorder::OnLast(const engine::StreamChunk& last, bool client_cancelled) {
+Status CallRecorder::OnLast(const engine::StreamChunk& last, Cancel cancel) {
   const sampling::FinishReason reason = *last.finish_reason;
   metrics::RequestRecord record;
   record.finish_reason = std::string(sampling::FinishReasonName(reason));
@@ -40,14 +40,24 @@ Status CallRecorder::OnLast(const engine::StreamChunk& last, bool client_cancell
 
   Status status;
   if (reason == sampling::FinishReason::kCancelled) {
-    status = client_cancelled
-                 ? Status(StatusCode::kCancelled, "the request was cancelled")
-                 : UnavailableError("the server shut down before the request finished");
+    switch (cancel) {
+      case Cancel::kClient:
+        status = Status(StatusCode::kCancelled, "the request was cancelled");
+        break;
+      case Cancel::kDeadline:
+        status = Status(StatusCode::kDeadlineExceeded,
+                        "the deadline expired before the request finished");
+        break;
+      case Cancel::kNone:
+        status = UnavailableError("the server shut down before the request finished");
+        break;
+    }
   } else if (reason == sampling::FinishReason::kError) {
     status = last.error.ok() ? InternalError("the engine failed the request") : last.error;
   }
   if (!status.ok()) metrics_->CountError(StatusCodeName(status.code()));
-  Log(status.ok() || client_cancelled ? LogLevel::kInfo : LogLevel::kWarn, "request finished",
+  Log(status.ok() || cancel != Cancel::kNone ? LogLevel::kInfo : LogLevel::kWarn,
+      "request finished",
       {{"request_id", request_id_},
        {"finish_reason", record.finish_reason},
        {"prompt_tokens", std::to_string(record.prompt_tokens)},

@@ -53,15 +53,23 @@ void FillUsage(const engine::StreamChunk& last, v1::Usage* usage, v1::Timing* ti
   timing->set_total_seconds(last.timing.total_seconds);
 }
 
+// What an OnCancel means: gRPC calls it for a client's cancel and for an expired deadline alike.
+CallRecorder::Cancel CancelKind(std::chrono::system_clock::time_point deadline) {
+  return std::chrono::system_clock::now() >= deadline ? CallRecorder::Cancel::kDeadline
+                                                      : CallRecorder::Cancel::kClient;
+}
+
 class UnaryGenerate final : public grpc::ServerUnaryReactor,
                             public std::enable_shared_from_this<UnaryGenerate> {
  public:
   UnaryGenerate(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream,
-                std::string request_id, uint64_t seed, v1::GenerateResponse* response)
+                std::string request_id, uint64_t seed,
+                std::chrono::system_clock::time_point deadline, v1::GenerateResponse* response)
       : env_(env),
         stream_(std::move(stream)),
         recorder_(env.metrics, std::move(request_id)),
-        response_(response) {
+        response_(response),
+        deadline_(deadline) {
     response_->set_request_id(recorder_.request_id());
     response_->set_seed(seed);
   }
@@ -75,7 +83,7 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
   }
 
   void OnCancel() override {
-    cancelled_.store(true);
+    cancel_.store(CancelKind(deadline_));
     env_.engine->Cancel(stream_->id());
   }
 
@@ -95,7 +103,7 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
       response_->mutable_text()->append(chunk.text);
       AppendLogprobs(chunk, response_->mutable_logprobs());
       if (!chunk.finish_reason) continue;
-      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancelled_.load()));
+      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancel_.load()));
       response_->set_finish_reason(ToProto(*chunk.finish_reason));
       FillUsage(chunk, response_->mutable_usage(), response_->mutable_timing());
       finished_ = true;
@@ -110,8 +118,9 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
   std::mutex mutex_;  // guards recorder_, response_, finished_
   CallRecorder recorder_;
   v1::GenerateResponse* response_;
+  const std::chrono::system_clock::time_point deadline_;
   bool finished_ = false;
-  std::atomic<bool> cancelled_{false};
+  std::atomic<CallRecorder::Cancel> cancel_{CallRecorder::Cancel::kNone};
   std::shared_ptr<UnaryGenerate> self_;
 };
 
@@ -119,11 +128,13 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
                              public std::enable_shared_from_this<StreamGenerate> {
  public:
   StreamGenerate(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream,
-                 std::string request_id, uint64_t seed)
+                 std::string request_id, uint64_t seed,
+                 std::chrono::system_clock::time_point deadline)
       : env_(env),
         stream_(std::move(stream)),
         recorder_(env.metrics, std::move(request_id)),
-        seed_(seed) {}
+        seed_(seed),
+        deadline_(deadline) {}
 
   void Begin(std::shared_ptr<StreamGenerate> self) {
     self_ = std::move(self);
@@ -136,7 +147,7 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
   void OnCancel() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      cancelled_ = true;
+      cancel_ = CancelKind(deadline_);
     }
     env_.engine->Cancel(stream_->id());
   }
@@ -171,13 +182,13 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
       message_.mutable_text()->append(chunk.text);
       AppendLogprobs(chunk, message_.mutable_logprobs());
       if (!chunk.finish_reason) continue;
-      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancelled_));
+      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancel_));
       message_.set_request_id(recorder_.request_id());
       message_.set_finish_reason(ToProto(*chunk.finish_reason));
       FillUsage(chunk, message_.mutable_usage(), message_.mutable_timing());
       message_.set_seed(seed_);
       finished_ = true;
-      const bool write = status.ok() && !cancelled_ && !write_failed_;
+      const bool write = status.ok() && !cancelled() && !write_failed_;
       lock.unlock();
       if (write) {
         StartWriteAndFinish(&message_, grpc::WriteOptions(), status);
@@ -186,22 +197,25 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
       }
       return;
     }
-    if (!any || cancelled_ || write_failed_) return;
+    if (!any || cancelled() || write_failed_) return;
     message_.set_request_id(recorder_.request_id());
     writing_ = true;
     lock.unlock();
     StartWrite(&message_);
   }
 
+  bool cancelled() const { return cancel_ != CallRecorder::Cancel::kNone; }
+
   CallEnv env_;
   std::shared_ptr<engine::RequestStream> stream_;
-  std::mutex mutex_;  // guards everything below but seed_ and self_
+  std::mutex mutex_;  // guards everything below but seed_, deadline_ and self_
   CallRecorder recorder_;
-  uint64_t seed_;
+  const uint64_t seed_;
+  const std::chrono::system_clock::time_point deadline_;
   v1::GenerateStreamResponse message_;  // owned by gRPC while writing_
   bool writing_ = false;
   bool finished_ = false;
-  bool cancelled_ = false;
+  CallRecorder::Cancel cancel_ = CallRecorder::Cancel::kNone;
   bool write_failed_ = false;
   std::shared_ptr<StreamGenerate> self_;
 };
@@ -244,13 +258,13 @@ grpc::ServerUnaryReactor* StartUnaryGenerate(const CallEnv& env, grpc::CallbackS
   env.in_flight->fetch_add(1);
   auto call = std::make_shared<UnaryGenerate>(
       env, *stream, client_id.empty() ? "strata-" + std::to_string((*stream)->id()) : client_id,
-      request.seed, response);
+      request.seed, ctx->deadline(), response);
   call->Begin(call);
   return call.get();
 }
 
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* StartStreamGenerate(
-    const CallEnv& env, grpc::CallbackServerContext* /*ctx*/, TranslatedRequest request) {
+    const CallEnv& env, grpc::CallbackServerContext* ctx, TranslatedRequest request) {
   const std::string client_id = request.request_id;
   StatusOr<std::shared_ptr<engine::RequestStream>> stream =
       env.engine->Submit(std::move(request.request));
@@ -258,7 +272,7 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* StartStreamGenerate(
   env.in_flight->fetch_add(1);
   auto call = std::make_shared<StreamGenerate>(
       env, *stream, client_id.empty() ? "strata-" + std::to_string((*stream)->id()) : client_id,
-      request.seed);
+      request.seed, ctx->deadline());
   call->Begin(call);
   return call.get();
 }

@@ -2,17 +2,62 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "strata/common/utf8.h"
+#include "strata/common/logging.h"
 #include "strata/server/proto_input.h"
+#include "strata/server/request_parse.h"
 #include "strata/tokenizer/incremental_detokenizer.h"
 
 namespace strata::server {
 
 GenerationService::GenerationService(ServingState* state, const ServiceOptions& options)
-    : state_(state), metrics_(state->metrics()), options_(options) {}
+    : state_(state), metrics_(state->metrics()), options_(options) {
+  // Bytes that do not parse get INVALID_ARGUMENT, not gRPC's UNIMPLEMENTED (request_parse.h).
+  const auto refuse = [this](grpc::CallbackServerContext* ctx, const Status& status) {
+    LogInfo("request refused", {{"status", status.message()}});
+    return RefuseUnary(ctx, metrics_, status);
+  };
+  const auto index = [](std::string_view method) {
+    return MethodIndex(v1::Generation::service_full_name(), method);
+  };
+  MarkMethodCallback(
+      index("Generate"),
+      new ParseCheckedUnaryHandler<v1::GenerateRequest, v1::GenerateResponse>(
+          [this](grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request,
+                 v1::GenerateResponse* response) { return Generate(ctx, request, response); },
+          refuse));
+  MarkMethodCallback(
+      index("GenerateStream"),
+      new ParseCheckedStreamHandler<v1::GenerateRequest, v1::GenerateStreamResponse>(
+          [this](grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
+            return GenerateStream(ctx, request);
+          },
+          [this](const Status& status) {
+            LogInfo("request refused", {{"status", status.message()}});
+            return RefuseStream(metrics_, status);
+          }));
+  MarkMethodCallback(
+      index("Tokenize"),
+      new ParseCheckedUnaryHandler<v1::TokenizeRequest, v1::TokenizeResponse>(
+          [this](grpc::CallbackServerContext* ctx, const v1::TokenizeRequest* request,
+                 v1::TokenizeResponse* response) { return Tokenize(ctx, request, response); },
+          refuse));
+  MarkMethodCallback(
+      index("Detokenize"),
+      new ParseCheckedUnaryHandler<v1::DetokenizeRequest, v1::DetokenizeResponse>(
+          [this](grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
+                 v1::DetokenizeResponse* response) { return Detokenize(ctx, request, response); },
+          refuse));
+  MarkMethodCallback(
+      index("GetModelInfo"),
+      new ParseCheckedUnaryHandler<v1::GetModelInfoRequest, v1::ModelInfo>(
+          [this](grpc::CallbackServerContext* ctx, const v1::GetModelInfoRequest* request,
+                 v1::ModelInfo* response) { return GetModelInfo(ctx, request, response); },
+          refuse));
+}
 
 grpc::ServerUnaryReactor* GenerationService::Answer(grpc::CallbackServerContext* ctx,
                                                     const Status& status) {
@@ -47,47 +92,29 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   StatusOr<ServingModel*> serving = state_->Serving();
   if (!serving.ok()) return Answer(ctx, serving.status());
   const ServingModel& model = **serving;
-  std::string text;
-  bool parse_special = request->parse_special();
+  // The same checks (and chat rendering) as Generate's input.
+  GenerationInput input;
   switch (request->input_case()) {
     case v1::TokenizeRequest::kText:
-      text = request->text();
+      input.kind = GenerationInput::Kind::kText;
+      input.text = request->text();
       break;
-    case v1::TokenizeRequest::kChat: {
-      if (model.chat_template == nullptr) {
-        return Answer(ctx, FailedPreconditionError("this model has no chat template"));
-      }
-      std::vector<tokenizer::ChatMessage> messages;
+    case v1::TokenizeRequest::kChat:
+      input.kind = GenerationInput::Kind::kChat;
       for (const v1::ChatMessage& m : request->chat().messages()) {
-        if (!IsValidUtf8(m.content()) || !IsValidUtf8(m.role())) {
-          return Answer(ctx, InvalidArgumentError("chat.messages must be valid UTF-8"));
-        }
-        messages.push_back({m.role(), m.content()});
+        input.chat.push_back({m.role(), m.content()});
       }
-      tokenizer::ChatRenderOptions render;
-      render.add_generation_prompt =
-          !request->chat().has_add_generation_prompt() || request->chat().add_generation_prompt();
-      StatusOr<std::string> rendered = model.chat_template->Render(messages, render);
-      if (!rendered.ok()) {
-        return Answer(ctx, InvalidArgumentError("chat: " + rendered.status().message()));
+      if (request->chat().has_add_generation_prompt()) {
+        input.add_generation_prompt = request->chat().add_generation_prompt();
       }
-      text = std::move(*rendered);
-      parse_special = true;  // the template's markers are special tokens
       break;
-    }
     case v1::TokenizeRequest::INPUT_NOT_SET:
       return Answer(ctx, InvalidArgumentError("one of text or chat must be set"));
   }
-  if (text.size() > options_.max_tokenize_bytes) {
-    return Answer(ctx, InvalidArgumentError("text must be at most " +
-                                            std::to_string(options_.max_tokenize_bytes) +
-                                            " bytes, got " + std::to_string(text.size())));
-  }
-  size_t offset = 0;
-  if (!IsValidUtf8(text, &offset)) {
-    return Answer(ctx, InvalidArgumentError("text must be valid UTF-8 (invalid byte at offset " +
-                                            std::to_string(offset) + ")"));
-  }
+  StatusOr<PromptText> checked = model.translator->CheckedText(input, "text");
+  if (!checked.ok()) return Answer(ctx, checked.status());
+  const std::string& text = checked->text;
+  const bool parse_special = checked->parse_special || request->parse_special();
   const std::vector<int32_t> ids =
       model.tokenizer->Encode(text, {request->add_special(), parse_special});
   for (const int32_t id : ids) {

@@ -23,35 +23,18 @@ RequestTranslator::RequestTranslator(const tokenizer::Tokenizer* tokenizer,
                                      const TranslatorLimits& limits)
     : tokenizer_(tokenizer), chat_template_(chat_template), limits_(limits) {}
 
-StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(const GenerationInput& input) const {
-  const int64_t vocab = static_cast<int64_t>(tokenizer_->vocab().tokens.size());
+StatusOr<PromptText> RequestTranslator::CheckedText(const GenerationInput& input,
+                                                    std::string_view text_field) const {
   switch (input.kind) {
     case GenerationInput::Kind::kText: {
-      const std::string& prompt = input.text;
-      if (prompt.empty()) return InvalidArgumentError("prompt must not be empty");
-      if (prompt.size() > limits_.max_prompt_bytes) {
-        return InvalidArgumentError("prompt must be at most " +
+      const std::string& text = input.text;
+      if (text.size() > limits_.max_prompt_bytes) {
+        return InvalidArgumentError(std::string(text_field) + " must be at most " +
                                     std::to_string(limits_.max_prompt_bytes) + " bytes, got " +
-                                    std::to_string(prompt.size()));
+                                    std::to_string(text.size()));
       }
-      STRATA_RETURN_IF_ERROR(BadUtf8("prompt", prompt));
-      return tokenizer_->Encode(prompt, {/*add_special=*/true, /*parse_special=*/false});
-    }
-    case GenerationInput::Kind::kTokenIds: {
-      const std::vector<int32_t>& ids = input.token_ids;
-      if (ids.empty()) return InvalidArgumentError("token_ids.ids must not be empty");
-      if (ids.size() > limits_.max_prompt_tokens) {
-        return InvalidArgumentError("token_ids.ids must hold at most " +
-                                    std::to_string(limits_.max_prompt_tokens) + " ids, got " +
-                                    std::to_string(ids.size()));
-      }
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= vocab) {
-          return InvalidArgumentError("token_ids.ids[" + std::to_string(i) + "] must be in [0, " +
-                                      std::to_string(vocab) + "), got " + std::to_string(ids[i]));
-        }
-      }
-      return ids;
+      STRATA_RETURN_IF_ERROR(BadUtf8(std::string(text_field), text));
+      return PromptText{text, /*parse_special=*/false};
     }
     case GenerationInput::Kind::kChat: {
       if (chat_template_ == nullptr) {
@@ -70,6 +53,7 @@ StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(const GenerationI
         const std::string field = "chat.messages[" + std::to_string(i) + "]";
         const std::string& role = messages[i].role;
         if (role != "system" && role != "user" && role != "assistant") {
+          STRATA_RETURN_IF_ERROR(BadUtf8(field + ".role", role));
           return InvalidArgumentError(field + ".role must be system, user or assistant, got '" +
                                       role.substr(0, 32) + "'");
         }
@@ -86,12 +70,55 @@ StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(const GenerationI
       options.add_generation_prompt = input.add_generation_prompt.value_or(true);
       StatusOr<std::string> text = chat_template_->Render(turns, options);
       if (!text.ok()) return InvalidArgumentError("chat.messages: " + text.status().message());
-      return tokenizer_->Encode(*text, {/*add_special=*/true, /*parse_special=*/true});
+      // The template's markers are special tokens.
+      return PromptText{std::move(*text), /*parse_special=*/true};
     }
+    case GenerationInput::Kind::kTokenIds:
     case GenerationInput::Kind::kNone:
       break;
   }
-  return InvalidArgumentError("input must be one of prompt, token_ids or chat");
+  return InvalidArgumentError("input must be one of " + std::string(text_field) + " or chat");
+}
+
+StatusOr<std::vector<int32_t>> RequestTranslator::PromptTokens(const GenerationInput& input,
+                                                               int32_t max_tokens) const {
+  if (input.kind == GenerationInput::Kind::kTokenIds) {
+    const std::vector<int32_t>& ids = input.token_ids;
+    const int64_t vocab = static_cast<int64_t>(tokenizer_->vocab().tokens.size());
+    if (ids.empty()) return InvalidArgumentError("token_ids.ids must not be empty");
+    if (ids.size() > limits_.max_prompt_tokens) {
+      return InvalidArgumentError("token_ids.ids must hold at most " +
+                                  std::to_string(limits_.max_prompt_tokens) + " ids, got " +
+                                  std::to_string(ids.size()));
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= vocab) {
+        return InvalidArgumentError("token_ids.ids[" + std::to_string(i) + "] must be in [0, " +
+                                    std::to_string(vocab) + "), got " + std::to_string(ids[i]));
+      }
+    }
+    return ids;
+  }
+  if (input.kind == GenerationInput::Kind::kNone) {
+    return InvalidArgumentError("input must be one of prompt, token_ids or chat");
+  }
+  if (input.kind == GenerationInput::Kind::kText && input.text.empty()) {
+    return InvalidArgumentError("prompt must not be empty");
+  }
+  STRATA_ASSIGN_OR_RETURN(PromptText prompt, CheckedText(input, "prompt"));
+  // Refused by its size alone when even the fewest tokens it could encode to cannot fit: a
+  // multi-megabyte prompt costs seconds of encoding that would only end in this refusal.
+  const size_t bytes = prompt.text.size();
+  const int64_t min_tokens = static_cast<int64_t>((bytes + tokenizer_->max_token_bytes() - 1) /
+                                                  tokenizer_->max_token_bytes());
+  if (limits_.context_tokens > 0 && min_tokens + max_tokens > limits_.context_tokens) {
+    return InvalidArgumentError("prompt (" + std::to_string(bytes) + " bytes: at least " +
+                                std::to_string(min_tokens) + " tokens) + max_tokens (" +
+                                std::to_string(max_tokens) + ") exceed the model's context of " +
+                                std::to_string(limits_.context_tokens) +
+                                " tokens; shorten the prompt or lower max_tokens");
+  }
+  return tokenizer_->Encode(prompt.text, {/*add_special=*/true, prompt.parse_special});
 }
 
 StatusOr<sampling::SamplingParams> RequestTranslator::Sampling(const SamplingInput& s,
@@ -207,8 +234,8 @@ StatusOr<TranslatedRequest> RequestTranslator::Translate(const GenerationInput& 
   }
   out.request.priority = input.priority;
   out.request.speculative = input.speculative;
-  STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(input));
   STRATA_ASSIGN_OR_RETURN(out.request.params, Sampling(input.sampling, drawn_seed));
+  STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(input, out.request.params.max_tokens));
   out.seed = out.request.params.seed;
   STRATA_ASSIGN_OR_RETURN(out.request.cache, CachePolicyOf(input, out.request.params));
   // Whether prompt + max_tokens fit the context and the KV cache is the engine's to say

@@ -32,6 +32,7 @@
 #include "strata/server/embedding_service.h"
 #include "strata/server/generation_service.h"
 #include "strata/server/http/http_frontend.h"
+#include "strata/server/request_parse.h"
 #include "strata/server/response_cache_setup.h"
 #include "strata/server/serving_model.h"
 
@@ -161,6 +162,7 @@ int RunServer(const ServerConfig& config) {
   if (StatusOr<LogFormat> format = ParseLogFormat(config.log_format); format.ok()) {
     SetLogFormat(*format);
   }
+  RouteProtobufLogs();
 
   // The backend kind is settled before any port is bound: `--backend cuda` on a machine that
   // cannot run it is one clear line and exit 1, not a server that never becomes ready.
@@ -231,9 +233,7 @@ int RunServer(const ServerConfig& config) {
   }
 
   ServingState state(&metrics, config.log_prompts);
-  ServiceOptions service_options;
-  service_options.max_tokenize_bytes = static_cast<size_t>(config.max_message_bytes);
-  GenerationService service(&state, service_options);
+  GenerationService service(&state, ServiceOptions{});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

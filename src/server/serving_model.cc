@@ -323,6 +323,7 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
       config.max_model_len > 0 ? config.max_model_len : model_config.context_length;
   TranslatorLimits limits;
   limits.max_prompt_bytes = static_cast<size_t>(config.max_message_bytes);
+  limits.context_tokens = context;
   limits.default_max_tokens = config.default_max_tokens;
   m->translator =
       std::make_unique<RequestTranslator>(m->tokenizer.get(), m->chat_template.get(), limits);

@@ -163,16 +163,16 @@ def test_every_invalid_field_is_invalid_argument_naming_it(server, fields, words
 def test_invalid_utf8_is_refused_and_the_server_goes_on(server):
     # Clients' proto libraries refuse to build such a message: send the bytes by hand
     # (field 1 "prompt", length 2, then two bytes that are not UTF-8). The server's protobuf
-    # parser already refuses proto3 strings that are not UTF-8, before the translator's own
-    # check (which guards token text and chat content built in other ways).
+    # parser refuses proto3 strings that are not UTF-8, before the translator's own check
+    # (which guards token text and chat content built in other ways); the parse failure is
+    # INVALID_ARGUMENT naming the field (request_parse.h), not gRPC's bare UNIMPLEMENTED.
     raw = server.channel.unary_unary("/strata.v1.Generation/Generate",
                                      request_serializer=lambda b: b,
                                      response_deserializer=lambda b: b)
     with pytest.raises(grpc.RpcError) as e:
         raw(b"\x0a\x02\xff\xfe", timeout=30)
-    # gRPC's C++ server answers a request it cannot parse with UNIMPLEMENTED before any of
-    # Strata's code runs; a crash or hang would show as UNAVAILABLE or DEADLINE_EXCEEDED.
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED, e.value.code()
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.code()
+    assert "field 'prompt' is not valid UTF-8" in e.value.details(), e.value.details()
     assert server.stub.Generate(pb.GenerateRequest(prompt=PROMPT, sampling=greedy(1)),
                                 timeout=30).usage.completion_tokens == 1
 

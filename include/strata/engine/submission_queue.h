@@ -2,8 +2,12 @@
 //
 // Frontend threads Push requests; the engine thread takes them, highest priority first and
 // first-come-first-served within a priority, when its scheduler has room for more waiting
-// sequences. A full queue refuses at once (RESOURCE_EXHAUSTED: the client may retry
-// elsewhere) rather than letting latency grow without bound.
+// sequences. Admission counts what the scheduler can take at its next step as well as the
+// backlog: the queue holds `capacity` requests plus the scheduler's free batch slots (the
+// engine reports them after every step, SetSchedulerRoom), so a burst that arrives between two
+// steps is not refused while batch slots stay empty. A full queue refuses at once
+// (RESOURCE_EXHAUSTED: the client may retry elsewhere) rather than letting latency grow
+// without bound.
 //
 // Thread rules: every method is thread-safe.
 #pragma once
@@ -35,11 +39,15 @@ class SubmissionQueue {
   // capacity >= 1: requests the queue holds at most.
   explicit SubmissionQueue(size_t capacity);
 
-  // RESOURCE_EXHAUSTED when `capacity` requests are queued, UNAVAILABLE after Close().
+  // RESOURCE_EXHAUSTED when `capacity` + the scheduler's room requests are queued, UNAVAILABLE
+  // after Close().
   Status Push(Submission submission);
 
+  // The batch slots the scheduler has free for new sequences now.
+  void SetSchedulerRoom(size_t room);
+
   // Moves up to `max` requests, highest priority first (FIFO within a priority), to the back
-  // of *out. Returns how many.
+  // of *out; they take as many of the scheduler's free slots. Returns how many.
   size_t Pop(size_t max, std::vector<Submission>* out);
 
   // Moves the queued request `id` to *out (to be finished as cancelled) and returns true;
@@ -74,6 +82,7 @@ class SubmissionQueue {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::set<Entry> entries_;  // in pop order
+  size_t scheduler_room_ = 0;
   uint64_t next_order_ = 0;
   bool closed_ = false;
   bool woken_ = false;

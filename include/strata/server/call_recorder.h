@@ -25,11 +25,19 @@ class CallRecorder {
   // A chunk with tokens: counts them and observes the gap since the previous one.
   void OnChunk(const engine::StreamChunk& chunk);
 
+  // Why the transport cancelled the engine request, if it did.
+  enum class Cancel {
+    kNone,      // it did not (a cancelled request then means the engine shut down)
+    kClient,    // the client cancelled or went away
+    kDeadline,  // the client's deadline expired
+  };
+
   // The last chunk (finish_reason set): records the request, logs it, and returns how the call
-  // ends: OK for stop and length; CANCELLED when the client cancelled; UNAVAILABLE when the
-  // engine cancelled it (shutdown); the engine's error (INTERNAL when it gave none) for a
-  // failed request. A non-OK status is counted by its code.
-  Status OnLast(const engine::StreamChunk& last, bool client_cancelled);
+  // ends: OK for stop and length; CANCELLED when the client cancelled; DEADLINE_EXCEEDED when
+  // its deadline expired; UNAVAILABLE when the engine cancelled it (shutdown); the engine's
+  // error (INTERNAL when it gave none) for a failed request. A non-OK status is counted by its
+  // code.
+  Status OnLast(const engine::StreamChunk& last, Cancel cancel);
 
  private:
   metrics::ServerMetrics* metrics_;

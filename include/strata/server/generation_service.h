@@ -24,7 +24,6 @@ namespace strata::server {
 
 struct ServiceOptions {
   size_t max_detokenize_ids = 1 << 20;
-  size_t max_tokenize_bytes = 4 << 20;
 };
 
 class GenerationService final : public v1::Generation::CallbackService {

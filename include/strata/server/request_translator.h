@@ -10,7 +10,8 @@
 // the server defaults; a request without a seed gets `drawn_seed`. The cache policy marks
 // deterministic requests (greedy, or a seed given) cacheable unless the client opted out. Whether
 // prompt + max_tokens fit the context is the engine's check (Engine::Submit), the same for every
-// transport.
+// transport; a text too long for the context by its byte count alone is refused here, before the
+// cost of encoding it (Tokenizer::max_token_bytes).
 //
 // Thread rules: immutable after construction; any thread may Translate concurrently.
 #pragma once
@@ -18,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "strata/cache/cache_selector.h"
 #include "strata/common/status.h"
@@ -29,13 +31,22 @@
 namespace strata::server {
 
 struct TranslatorLimits {
-  size_t max_prompt_bytes = 1 << 20;   // a prompt string, or all chat contents together
+  size_t max_prompt_bytes = 1 << 20;  // a prompt string, or all chat contents together
+  // The context (prompt + max_tokens) requests must fit; 0: not checked before encoding (the
+  // engine checks the encoded prompt either way).
+  int64_t context_tokens = 0;
   size_t max_prompt_tokens = 1 << 20;  // token-id input
   size_t max_chat_messages = 1024;
   size_t max_request_id_bytes = 128;
   int32_t max_abs_priority = 1000;
   int32_t default_max_tokens = 256;
   size_t max_cache_namespace_bytes = 128;
+};
+
+// A text input, checked and (for chat) rendered: what the tokenizer encodes.
+struct PromptText {
+  std::string text;
+  bool parse_special = false;  // chat: the template's markers are special tokens
 };
 
 struct TranslatedRequest {
@@ -53,8 +64,15 @@ class RequestTranslator {
 
   StatusOr<TranslatedRequest> Translate(const GenerationInput& input, uint64_t drawn_seed) const;
 
+  // The text a text or chat input stands for, checked as Generate checks it (size, UTF-8, chat
+  // roles and message count) and rendered by the chat template for chat: the one validation
+  // Tokenize shares with Generate. `text_field` names the text in messages ("prompt", "text").
+  StatusOr<PromptText> CheckedText(const GenerationInput& input, std::string_view text_field) const;
+
  private:
-  StatusOr<std::vector<int32_t>> PromptTokens(const GenerationInput& input) const;
+  // A prompt too long for the context by its size alone is refused before it is encoded.
+  StatusOr<std::vector<int32_t>> PromptTokens(const GenerationInput& input,
+                                              int32_t max_tokens) const;
   StatusOr<sampling::SamplingParams> Sampling(const SamplingInput& sampling,
                                               uint64_t drawn_seed) const;
   static void SemanticTextOf(const GenerationInput& input, engine::CachePolicy* policy);

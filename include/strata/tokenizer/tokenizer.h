@@ -51,9 +51,19 @@ class Tokenizer {
 
   const Vocab& vocab() const { return vocab_; }
 
+  // The most input bytes one token can stand for: the longest vocab entry. No token stands for
+  // more bytes than its entry holds (SPM writes a space as the 3-byte U+2581, byte-level BPE
+  // writes a byte as one or two, a byte token "<0xAB>" stands for one byte) and neither
+  // tokenizer shrinks its input before matching, so a text of n bytes encodes to at least
+  // n / max_token_bytes() tokens: a bound known before encoding.
+  size_t max_token_bytes() const { return max_token_bytes_; }
+
  protected:
-  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+  explicit Tokenizer(Vocab vocab);
   Vocab vocab_;
+
+ private:
+  size_t max_token_bytes_ = 1;
 };
 
 }  // namespace strata::tokenizer

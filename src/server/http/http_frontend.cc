@@ -73,7 +73,7 @@ class StreamCall {
       }
       return true;
     }
-    const Status status = recorder_.OnLast(chunk, /*client_cancelled=*/false);
+    const Status status = recorder_.OnLast(chunk, CallRecorder::Cancel::kNone);
     Done();
     std::string events;
     if (status.ok()) {
@@ -100,7 +100,7 @@ class StreamCall {
     while (stream_->Next(&chunk)) {  // the last chunk comes at the next engine step
       recorder_.OnChunk(chunk);
       if (chunk.finish_reason) {
-        (void)recorder_.OnLast(chunk, /*client_cancelled=*/true);
+        (void)recorder_.OnLast(chunk, CallRecorder::Cancel::kClient);
         break;
       }
     }
@@ -228,7 +228,7 @@ struct HttpFrontend::Impl {
       recorder.OnChunk(chunk);
       responder.Add(chunk);
       if (!chunk.finish_reason) continue;
-      const Status status = recorder.OnLast(chunk, /*client_cancelled=*/false);
+      const Status status = recorder.OnLast(chunk, CallRecorder::Cancel::kNone);
       env.in_flight->fetch_sub(1);
       if (!status.ok()) return SendError(res, ApiErrorFromStatus(status, endpoint));
       return Send(res, 200, responder.Body(chunk));

@@ -391,8 +391,31 @@ TEST_F(EngineTest, SubmitRejectsBadRequestsWithClearErrors) {
   r.params.top_p = 0;
   EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kInvalidArgument);
   r.params = Greedy(4);
-  ASSERT_TRUE(engine->Submit(r).ok());
-  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);  // queue of 1
+  // The queue of 1 plus every free batch slot of the idle scheduler.
+  for (int i = 0; i < 1 + options.scheduler.max_batch_size; ++i) {
+    ASSERT_TRUE(engine->Submit(r).ok()) << i;
+  }
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);
+}
+
+// A burst between two steps is admitted up to the queue plus the batch slots the next step can
+// fill; once the slots are taken only the queue's backlog remains.
+TEST_F(EngineTest, AdmissionCountsTheSchedulersFreeBatchSlots) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.max_queued_requests = 2;
+  options.scheduler.max_batch_size = 4;
+  auto engine = MakeEngine(backend.get(), options);
+  Request r;
+  r.prompt = Prompt(0, 5);
+  r.params = Greedy(8);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(engine->Submit(r).ok()) << i;
+  const auto refused = engine->Submit(r);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("queue is full"), std::string::npos);
+  bool did_work = false;
+  ASSERT_TRUE(engine->Step(&did_work).ok());  // 4 run, 2 stay queued, no slot free
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);
 }
 
 TEST_F(EngineTest, RequestBeyondTheWholeCacheIsRejectedUpFront) {

@@ -53,6 +53,18 @@ TEST(SubmissionQueue, FullQueueRefusesWithResourceExhausted) {
   EXPECT_TRUE(q.Push(Make(3, 0)).ok());  // room again
 }
 
+TEST(SubmissionQueue, TheSchedulersRoomAddsToTheCapacity) {
+  SubmissionQueue q(1);
+  q.SetSchedulerRoom(2);
+  for (RequestId id = 1; id <= 3; ++id) ASSERT_TRUE(q.Push(Make(id, 0)).ok()) << id;
+  EXPECT_EQ(q.Push(Make(4, 0)).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(PopIds(q, 2), std::vector<RequestId>({1, 2}));
+  // The two taken filled the scheduler's two slots: only the backlog's place is left.
+  EXPECT_EQ(q.Push(Make(4, 0)).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(PopIds(q, 1), std::vector<RequestId>({3}));
+  EXPECT_TRUE(q.Push(Make(4, 0)).ok());
+}
+
 TEST(SubmissionQueue, RemoveTakesOutOneQueuedRequest) {
   SubmissionQueue q(4);
   ASSERT_TRUE(q.Push(Make(1, 0)).ok());

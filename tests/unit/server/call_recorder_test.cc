@@ -31,24 +31,28 @@ engine::StreamChunk Last(sampling::FinishReason reason, Status error = OkStatus(
 
 TEST(CallRecorder, EachEndingMapsToOneStatusAndErrorsAreCountedByCode) {
   metrics::ServerMetrics m({"0.1.0", "abc", "cpu", "m"});
+  constexpr auto kNone = CallRecorder::Cancel::kNone;
+  constexpr auto kClient = CallRecorder::Cancel::kClient;
+  constexpr auto kDeadline = CallRecorder::Cancel::kDeadline;
   struct Case {
     sampling::FinishReason reason;
-    bool client_cancelled;
+    CallRecorder::Cancel cancel;
     Status error;
     StatusCode want;
   };
   const Case cases[] = {
-      {sampling::FinishReason::kStop, false, OkStatus(), StatusCode::kOk},
-      {sampling::FinishReason::kLength, false, OkStatus(), StatusCode::kOk},
-      {sampling::FinishReason::kCancelled, true, OkStatus(), StatusCode::kCancelled},
-      {sampling::FinishReason::kCancelled, false, OkStatus(), StatusCode::kUnavailable},
-      {sampling::FinishReason::kError, false, OkStatus(), StatusCode::kInternal},
-      {sampling::FinishReason::kError, false, InvalidArgumentError("bad row"),
+      {sampling::FinishReason::kStop, kNone, OkStatus(), StatusCode::kOk},
+      {sampling::FinishReason::kLength, kNone, OkStatus(), StatusCode::kOk},
+      {sampling::FinishReason::kCancelled, kClient, OkStatus(), StatusCode::kCancelled},
+      {sampling::FinishReason::kCancelled, kDeadline, OkStatus(), StatusCode::kDeadlineExceeded},
+      {sampling::FinishReason::kCancelled, kNone, OkStatus(), StatusCode::kUnavailable},
+      {sampling::FinishReason::kError, kNone, OkStatus(), StatusCode::kInternal},
+      {sampling::FinishReason::kError, kNone, InvalidArgumentError("bad row"),
        StatusCode::kInvalidArgument},
   };
   for (const Case& c : cases) {
     CallRecorder recorder(&m, "r1");
-    const Status got = recorder.OnLast(Last(c.reason, c.error), c.client_cancelled);
+    const Status got = recorder.OnLast(Last(c.reason, c.error), c.cancel);
     EXPECT_EQ(got.code(), c.want) << got.ToString();
     if (!c.error.ok()) {
       EXPECT_EQ(got.message(), "bad row");
@@ -56,6 +60,7 @@ TEST(CallRecorder, EachEndingMapsToOneStatusAndErrorsAreCountedByCode) {
   }
   const std::string text = m.Serialize();
   EXPECT_EQ(Sample(text, "strata_request_errors_total{code=\"CANCELLED\"}"), 1);
+  EXPECT_EQ(Sample(text, "strata_request_errors_total{code=\"DEADLINE_EXCEEDED\"}"), 1);
   EXPECT_EQ(Sample(text, "strata_request_errors_total{code=\"UNAVAILABLE\"}"), 1);
   EXPECT_EQ(Sample(text, "strata_request_errors_total{code=\"INTERNAL\"}"), 1);
   EXPECT_EQ(Sample(text, "strata_request_errors_total{code=\"INVALID_ARGUMENT\"}"), 1);

@@ -5,7 +5,10 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "strata/server/proto_input.h"
 #include "support/tiny_llama.h"
@@ -190,6 +193,92 @@ TEST_F(RequestTranslatorTest, EveryBadFieldIsNamed) {
   ExpectInvalid(r, "request_id must be at most 128 bytes");
   r.set_request_id("\xFF");
   ExpectInvalid(r, "request_id must be valid UTF-8");
+}
+
+// Forwards to a real tokenizer and counts the texts it was asked to encode.
+class CountingTokenizer final : public tokenizer::Tokenizer {
+ public:
+  explicit CountingTokenizer(const tokenizer::Tokenizer* inner)
+      : Tokenizer(inner->vocab()), inner_(inner) {}
+  std::vector<tokenizer::TokenId> Encode(std::string_view text,
+                                         const tokenizer::EncodeOptions& options) const override {
+    ++encodes;
+    return inner_->Encode(text, options);
+  }
+  std::string TokenToPiece(tokenizer::TokenId id, bool render_special) const override {
+    return inner_->TokenToPiece(id, render_special);
+  }
+  std::string Decode(std::span<const tokenizer::TokenId> ids, bool render_special) const override {
+    return inner_->Decode(ids, render_special);
+  }
+  mutable int encodes = 0;
+
+ private:
+  const tokenizer::Tokenizer* inner_;
+};
+
+TEST_F(RequestTranslatorTest, APromptTooLongForTheContextByItsSizeIsRefusedBeforeEncoding) {
+  CountingTokenizer counting(tokenizer_.get());
+  const size_t per_token = counting.max_token_bytes();
+  ASSERT_GE(per_token, 1u);
+  limits_.context_tokens = 64;
+  RequestTranslator t(&counting, chat_.get(), limits_);
+  v1::GenerateRequest r = Prompt(std::string(per_token * 60, 'a'));  // >= 60 tokens
+  r.mutable_sampling()->set_max_tokens(8);
+  auto out = t.Translate(InputFromProto(r), 1);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("at least 60 tokens) + max_tokens (8) exceed the model's "
+                                        "context of 64 tokens"),
+            std::string::npos)
+      << out.status().message();
+  EXPECT_EQ(counting.encodes, 0);
+  r.mutable_sampling()->set_max_tokens(4);  // 60 + 4 may fit: encoded, the engine decides
+  EXPECT_TRUE(t.Translate(InputFromProto(r), 1).ok());
+  EXPECT_EQ(counting.encodes, 1);
+}
+
+// The bound is sound: no text encodes to fewer tokens than its bytes / max_token_bytes().
+TEST_F(RequestTranslatorTest, NoTextEncodesToFewerTokensThanItsSizeBound) {
+  const size_t per_token = tokenizer_->max_token_bytes();
+  std::string all_pieces;
+  for (const std::string& t : tokenizer_->vocab().tokens) all_pieces += t;
+  const std::string texts[] = {"bakado",
+                               std::string(500, ' '),
+                               std::string(500, 'a'),
+                               "\xE2\x96\x81 \xE2\x96\x81",
+                               std::string(1, '\0'),
+                               all_pieces,
+                               "<s></s><|im_start|>user\nhi<|im_end|>"};
+  for (const std::string& text : texts) {
+    for (const bool special : {false, true}) {
+      const size_t n = tokenizer_->Encode(text, {/*add_special=*/false, special}).size();
+      EXPECT_GE(n * per_token, text.size()) << text.substr(0, 40);
+    }
+  }
+}
+
+TEST_F(RequestTranslatorTest, TokenizeSharesTheTextChecksOfGenerate) {
+  RequestTranslator t(tokenizer_.get(), chat_.get(), limits_);
+  GenerationInput text;
+  text.kind = GenerationInput::Kind::kText;
+  text.text = "ba\xFF";
+  EXPECT_NE(t.CheckedText(text, "text").status().message().find("text must be valid UTF-8"),
+            std::string::npos);
+  GenerationInput chat;
+  chat.kind = GenerationInput::Kind::kChat;
+  chat.chat.assign(limits_.max_chat_messages + 1, ChatTurn{"user", "x"});
+  EXPECT_NE(
+      t.CheckedText(chat, "text").status().message().find("chat.messages must hold at most 1024"),
+      std::string::npos);
+  chat.chat = {{"robot", "x"}};
+  EXPECT_NE(t.CheckedText(chat, "text").status().message().find("chat.messages[0].role"),
+            std::string::npos);
+  chat.chat = {{"user", "hi"}};
+  auto rendered = t.CheckedText(chat, "text");
+  ASSERT_TRUE(rendered.ok()) << rendered.status().ToString();
+  EXPECT_TRUE(rendered->parse_special);
+  EXPECT_NE(rendered->text.find("hi"), std::string::npos);
 }
 
 }  // namespace

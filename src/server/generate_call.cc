@@ -1,8 +1,10 @@
 #include "strata/server/generate_call.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -59,23 +61,60 @@ CallRecorder::Cancel CancelKind(std::chrono::system_clock::time_point deadline) 
                                                       : CallRecorder::Cancel::kClient;
 }
 
+// A request the call submitted: its engine stream, id and seed.
+struct Submitted {
+  std::shared_ptr<engine::RequestStream> stream;
+  std::string request_id;
+  uint64_t seed = 0;
+};
+
+StatusOr<Submitted> Submit(const CallEnv& env, StatusOr<TranslatedRequest> translated) {
+  if (!translated.ok()) return translated.status();
+  std::string request_id = std::move(translated->request_id);
+  StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+      env.engine->Submit(std::move(translated->request));
+  if (!stream.ok()) return stream.status();
+  if (request_id.empty()) request_id = "strata-" + std::to_string((*stream)->id());
+  return Submitted{std::move(*stream), std::move(request_id), translated->seed};
+}
+
+Status CancelStatus(CallRecorder::Cancel cancel) {
+  return cancel == CallRecorder::Cancel::kDeadline
+             ? Status(StatusCode::kDeadlineExceeded,
+                      "the deadline expired before the request started")
+             : Status(StatusCode::kCancelled, "the request was cancelled");
+}
+
 class UnaryGenerate final : public grpc::ServerUnaryReactor,
                             public std::enable_shared_from_this<UnaryGenerate> {
  public:
-  UnaryGenerate(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream,
-                std::string request_id, uint64_t seed,
-                std::chrono::system_clock::time_point deadline, v1::GenerateResponse* response)
-      : env_(env),
-        stream_(std::move(stream)),
-        recorder_(env.metrics, std::move(request_id)),
-        response_(response),
-        deadline_(deadline) {
-    response_->set_request_id(recorder_.request_id());
-    response_->set_seed(seed);
-  }
+  UnaryGenerate(const CallEnv& env, std::chrono::system_clock::time_point deadline,
+                v1::GenerateResponse* response)
+      : env_(env), response_(response), deadline_(deadline) {}
 
   void Begin(std::shared_ptr<UnaryGenerate> self) {
+    env_.in_flight->fetch_add(1);
     self_ = std::move(self);
+  }
+
+  // The translation's result: submitted, or the call ends with its error.
+  void Start(StatusOr<TranslatedRequest> translated) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    StatusOr<Submitted> submitted = cancel_ != CallRecorder::Cancel::kNone
+                                        ? StatusOr<Submitted>(CancelStatus(cancel_))
+                                        : Submit(env_, std::move(translated));
+    if (!submitted.ok()) {
+      env_.metrics->CountError(StatusCodeName(submitted.status().code()));
+      finished_ = true;
+      lock.unlock();
+      Finish(ToGrpcStatus(submitted.status()));
+      return;
+    }
+    stream_ = std::move(submitted->stream);
+    recorder_.emplace(env_.metrics, std::move(submitted->request_id));
+    response_->set_request_id(recorder_->request_id());
+    response_->set_seed(submitted->seed);
+    lock.unlock();
     std::weak_ptr<UnaryGenerate> weak = self_;
     stream_->SetListener([weak] {
       if (auto call = weak.lock()) call->Pump();
@@ -83,8 +122,13 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
   }
 
   void OnCancel() override {
-    cancel_.store(CancelKind(deadline_));
-    env_.engine->Cancel(stream_->id());
+    std::shared_ptr<engine::RequestStream> stream;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancel_ = CancelKind(deadline_);
+      stream = stream_;  // null until submitted: Start then sees cancel_
+    }
+    if (stream != nullptr) env_.engine->Cancel(stream->id());
   }
 
   void OnDone() override {
@@ -98,12 +142,12 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
     if (finished_) return;
     engine::StreamChunk chunk;
     while (stream_->Next(&chunk, std::chrono::seconds(0))) {
-      recorder_.OnChunk(chunk);
+      recorder_->OnChunk(chunk);
       for (const int32_t t : chunk.token_ids) response_->add_token_ids(t);
       response_->mutable_text()->append(chunk.text);
       AppendLogprobs(chunk, response_->mutable_logprobs());
       if (!chunk.finish_reason) continue;
-      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancel_.load()));
+      const grpc::Status status = ToGrpcStatus(recorder_->OnLast(chunk, cancel_));
       response_->set_finish_reason(ToProto(*chunk.finish_reason));
       FillUsage(chunk, response_->mutable_usage(), response_->mutable_timing());
       finished_ = true;
@@ -113,31 +157,45 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
     }
   }
 
-  CallEnv env_;
-  std::shared_ptr<engine::RequestStream> stream_;
-  std::mutex mutex_;  // guards recorder_, response_, finished_
-  CallRecorder recorder_;
-  v1::GenerateResponse* response_;
+  const CallEnv env_;
+  v1::GenerateResponse* const response_;
   const std::chrono::system_clock::time_point deadline_;
+  std::mutex mutex_;                               // guards everything below but self_
+  std::shared_ptr<engine::RequestStream> stream_;  // set once submitted
+  std::optional<CallRecorder> recorder_;           // set once submitted
   bool finished_ = false;
-  std::atomic<CallRecorder::Cancel> cancel_{CallRecorder::Cancel::kNone};
+  CallRecorder::Cancel cancel_ = CallRecorder::Cancel::kNone;
   std::shared_ptr<UnaryGenerate> self_;
 };
 
 class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse>,
                              public std::enable_shared_from_this<StreamGenerate> {
  public:
-  StreamGenerate(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream,
-                 std::string request_id, uint64_t seed,
-                 std::chrono::system_clock::time_point deadline)
-      : env_(env),
-        stream_(std::move(stream)),
-        recorder_(env.metrics, std::move(request_id)),
-        seed_(seed),
-        deadline_(deadline) {}
+  StreamGenerate(const CallEnv& env, std::chrono::system_clock::time_point deadline)
+      : env_(env), deadline_(deadline) {}
 
   void Begin(std::shared_ptr<StreamGenerate> self) {
+    env_.in_flight->fetch_add(1);
     self_ = std::move(self);
+  }
+
+  // The translation's result: submitted, or the call ends with its error.
+  void Start(StatusOr<TranslatedRequest> translated) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    StatusOr<Submitted> submitted = cancel_ != CallRecorder::Cancel::kNone
+                                        ? StatusOr<Submitted>(CancelStatus(cancel_))
+                                        : Submit(env_, std::move(translated));
+    if (!submitted.ok()) {
+      env_.metrics->CountError(StatusCodeName(submitted.status().code()));
+      finished_ = true;
+      lock.unlock();
+      Finish(ToGrpcStatus(submitted.status()));
+      return;
+    }
+    stream_ = std::move(submitted->stream);
+    recorder_.emplace(env_.metrics, std::move(submitted->request_id));
+    seed_ = submitted->seed;
+    lock.unlock();
     std::weak_ptr<StreamGenerate> weak = self_;
     stream_->SetListener([weak] {
       if (auto call = weak.lock()) call->Pump();
@@ -145,11 +203,13 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
   }
 
   void OnCancel() override {
+    std::shared_ptr<engine::RequestStream> stream;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       cancel_ = CancelKind(deadline_);
+      stream = stream_;  // null until submitted: Start then sees cancel_
     }
-    env_.engine->Cancel(stream_->id());
+    if (stream != nullptr) env_.engine->Cancel(stream->id());
   }
 
   void OnWriteDone(bool ok) override {
@@ -171,19 +231,19 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
   // (its completion calls Pump again).
   void Pump() {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (finished_ || writing_) return;
+    if (finished_ || writing_ || stream_ == nullptr) return;
     message_.Clear();
     bool any = false;
     engine::StreamChunk chunk;
     while (stream_->Next(&chunk, std::chrono::seconds(0))) {
       any = true;
-      recorder_.OnChunk(chunk);
+      recorder_->OnChunk(chunk);
       for (const int32_t t : chunk.token_ids) message_.add_token_ids(t);
       message_.mutable_text()->append(chunk.text);
       AppendLogprobs(chunk, message_.mutable_logprobs());
       if (!chunk.finish_reason) continue;
-      const grpc::Status status = ToGrpcStatus(recorder_.OnLast(chunk, cancel_));
-      message_.set_request_id(recorder_.request_id());
+      const grpc::Status status = ToGrpcStatus(recorder_->OnLast(chunk, cancel_));
+      message_.set_request_id(recorder_->request_id());
       message_.set_finish_reason(ToProto(*chunk.finish_reason));
       FillUsage(chunk, message_.mutable_usage(), message_.mutable_timing());
       message_.set_seed(seed_);
@@ -198,7 +258,7 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
       return;
     }
     if (!any || cancelled() || write_failed_) return;
-    message_.set_request_id(recorder_.request_id());
+    message_.set_request_id(recorder_->request_id());
     writing_ = true;
     lock.unlock();
     StartWrite(&message_);
@@ -206,12 +266,12 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
 
   bool cancelled() const { return cancel_ != CallRecorder::Cancel::kNone; }
 
-  CallEnv env_;
-  std::shared_ptr<engine::RequestStream> stream_;
-  std::mutex mutex_;  // guards everything below but seed_, deadline_ and self_
-  CallRecorder recorder_;
-  const uint64_t seed_;
+  const CallEnv env_;
   const std::chrono::system_clock::time_point deadline_;
+  std::mutex mutex_;                               // guards everything below but self_
+  std::shared_ptr<engine::RequestStream> stream_;  // set once submitted
+  std::optional<CallRecorder> recorder_;           // set once submitted
+  uint64_t seed_ = 0;
   v1::GenerateStreamResponse message_;  // owned by gRPC while writing_
   bool writing_ = false;
   bool finished_ = false;
@@ -249,31 +309,20 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* RefuseStream(metrics::Serv
 }
 
 grpc::ServerUnaryReactor* StartUnaryGenerate(const CallEnv& env, grpc::CallbackServerContext* ctx,
-                                             TranslatedRequest request,
-                                             v1::GenerateResponse* response) {
-  const std::string client_id = request.request_id;
-  StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      env.engine->Submit(std::move(request.request));
-  if (!stream.ok()) return RefuseUnary(ctx, env.metrics, stream.status());
-  env.in_flight->fetch_add(1);
-  auto call = std::make_shared<UnaryGenerate>(
-      env, *stream, client_id.empty() ? "strata-" + std::to_string((*stream)->id()) : client_id,
-      request.seed, ctx->deadline(), response);
+                                             v1::GenerateResponse* response,
+                                             const std::function<void(TranslatedFn)>& translate) {
+  auto call = std::make_shared<UnaryGenerate>(env, ctx->deadline(), response);
   call->Begin(call);
+  translate([call](StatusOr<TranslatedRequest> translated) { call->Start(std::move(translated)); });
   return call.get();
 }
 
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* StartStreamGenerate(
-    const CallEnv& env, grpc::CallbackServerContext* ctx, TranslatedRequest request) {
-  const std::string client_id = request.request_id;
-  StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      env.engine->Submit(std::move(request.request));
-  if (!stream.ok()) return RefuseStream(env.metrics, stream.status());
-  env.in_flight->fetch_add(1);
-  auto call = std::make_shared<StreamGenerate>(
-      env, *stream, client_id.empty() ? "strata-" + std::to_string((*stream)->id()) : client_id,
-      request.seed, ctx->deadline());
+    const CallEnv& env, grpc::CallbackServerContext* ctx,
+    const std::function<void(TranslatedFn)>& translate) {
+  auto call = std::make_shared<StreamGenerate>(env, ctx->deadline());
   call->Begin(call);
+  translate([call](StatusOr<TranslatedRequest> translated) { call->Start(std::move(translated)); });
   return call.get();
 }
 

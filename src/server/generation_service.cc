@@ -72,18 +72,20 @@ grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContex
                                                       v1::GenerateResponse* response) {
   StatusOr<ServingModel*> model = state_->Serving();
   if (!model.ok()) return RefuseUnary(ctx, metrics_, model.status());
-  StatusOr<TranslatedRequest> translated = state_->Translate(**model, InputFromProto(*request));
-  if (!translated.ok()) return RefuseUnary(ctx, metrics_, translated.status());
-  return StartUnaryGenerate(state_->EnvFor(**model), ctx, std::move(*translated), response);
+  ServingModel& serving = **model;
+  return StartUnaryGenerate(state_->EnvFor(serving), ctx, response, [&](TranslatedFn start) {
+    state_->TranslateThen(serving, InputFromProto(*request), std::move(start));
+  });
 }
 
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::GenerateStream(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
   StatusOr<ServingModel*> model = state_->Serving();
   if (!model.ok()) return RefuseStream(metrics_, model.status());
-  StatusOr<TranslatedRequest> translated = state_->Translate(**model, InputFromProto(*request));
-  if (!translated.ok()) return RefuseStream(metrics_, translated.status());
-  return StartStreamGenerate(state_->EnvFor(**model), ctx, std::move(*translated));
+  ServingModel& serving = **model;
+  return StartStreamGenerate(state_->EnvFor(serving), ctx, [&](TranslatedFn start) {
+    state_->TranslateThen(serving, InputFromProto(*request), std::move(start));
+  });
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* ctx,

@@ -1,6 +1,7 @@
 // The Generate and GenerateStream calls as gRPC callback reactors over an engine request.
 //
-// A call validates and submits its request on the gRPC thread that received it, then never
+// A call's reactor exists before its request is translated (ServingState::TranslateThen encodes
+// a large prompt on a background worker); the translation's result then starts it. It never
 // blocks a thread: the engine pushes chunks into the request's RequestStream, whose listener
 // (run on the engine thread) hands them to the reactor; the reactor starts a network write only
 // when none is in flight, and the write's completion takes whatever arrived meanwhile in one
@@ -19,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include "strata/common/status.h"
 #include "strata/engine/request_submitter.h"
@@ -31,14 +33,21 @@ namespace strata::server {
 
 grpc::Status ToGrpcStatus(const Status& status);
 
-// Submits `request` and returns the reactor that completes the unary call into `response`.
-grpc::ServerUnaryReactor* StartUnaryGenerate(const CallEnv& env, grpc::CallbackServerContext* ctx,
-                                             TranslatedRequest request,
-                                             v1::GenerateResponse* response);
+// Where a call's translated request goes: called once, from any thread.
+using TranslatedFn = std::function<void(StatusOr<TranslatedRequest>)>;
 
-// Submits `request` and returns the reactor that streams it.
+// Returns the reactor of a unary call that completes into `response`. `translate` is handed the
+// function its translated request (or the translation's error) must be passed to, now or later
+// from another thread; the call then submits the request, or ends with the error (counted), or
+// with CANCELLED / DEADLINE_EXCEEDED when the client left meanwhile.
+grpc::ServerUnaryReactor* StartUnaryGenerate(const CallEnv& env, grpc::CallbackServerContext* ctx,
+                                             v1::GenerateResponse* response,
+                                             const std::function<void(TranslatedFn)>& translate);
+
+// The same for a streamed call.
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* StartStreamGenerate(
-    const CallEnv& env, grpc::CallbackServerContext* ctx, TranslatedRequest request);
+    const CallEnv& env, grpc::CallbackServerContext* ctx,
+    const std::function<void(TranslatedFn)>& translate);
 
 // A reactor that ends the call at once with `status` (a refused call), counting the error.
 grpc::ServerUnaryReactor* RefuseUnary(grpc::CallbackServerContext* ctx,

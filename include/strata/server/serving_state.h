@@ -12,9 +12,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <random>
 
+#include "strata/common/background_pool.h"
 #include "strata/common/status.h"
 #include "strata/engine/request_submitter.h"
 #include "strata/metrics/server_metrics.h"
@@ -48,6 +50,16 @@ class ServingState {
   // Validates `input` into an engine request, drawing a seed where none is given.
   StatusOr<TranslatedRequest> Translate(const ServingModel& model, const GenerationInput& input);
 
+  // Translate, with the result passed to `done`: at once on this thread for a small input, on a
+  // background worker at low CPU priority for one of kBackgroundInputBytes of text or more, so
+  // that encoding a large prompt never holds a transport's thread nor takes CPU the engine
+  // wants. RESOURCE_EXHAUSTED (passed at once) when too many large inputs wait already.
+  static constexpr size_t kBackgroundInputBytes = 16 << 10;
+  void TranslateThen(const ServingModel& model, GenerationInput input,
+                     std::function<void(StatusOr<TranslatedRequest>)> done);
+  // TranslateThen, waiting for the result: for transports whose threads may block.
+  StatusOr<TranslatedRequest> TranslateWaiting(const ServingModel& model, GenerationInput input);
+
   // The environment of a call on `model`, counted in in_flight() once it is accepted.
   CallEnv EnvFor(ServingModel& model);
   int64_t in_flight() const { return in_flight_.load(); }
@@ -61,6 +73,7 @@ class ServingState {
   std::atomic<int64_t> in_flight_{0};
   std::mutex seed_mutex_;
   std::mt19937_64 seed_source_;
+  BackgroundPool encoders_;  // last: its workers stop before the rest goes
 };
 
 }  // namespace strata::server

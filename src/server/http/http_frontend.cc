@@ -187,7 +187,7 @@ struct HttpFrontend::Impl {
     if (parsed.input.request_id.empty() && req.has_header("X-Request-Id")) {
       parsed.input.request_id = req.get_header_value("X-Request-Id");
     }
-    StatusOr<TranslatedRequest> translated = state->Translate(model, parsed.input);
+    StatusOr<TranslatedRequest> translated = state->TranslateWaiting(model, parsed.input);
     if (!translated.ok()) return Refuse(res, translated.status(), endpoint);
     const CallEnv env = state->EnvFor(model);
     const std::string client_id = translated->request_id;

@@ -78,6 +78,21 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
                  .Name("strata_request_errors_total")
                  .Help("Requests refused or failed, by gRPC status code")
                  .Register(*registry_);
+  key_requests_ = &prometheus::BuildCounter()
+                       .Name("strata_api_key_requests_total")
+                       .Help("Calls admitted, by API key name")
+                       .Register(*registry_);
+  key_tokens_ =
+      &prometheus::BuildCounter()
+           .Name("strata_api_key_tokens_total")
+           .Help("Tokens of generation calls, by API key name and kind (prompt, completion)")
+           .Register(*registry_);
+  key_refusals_ = &prometheus::BuildCounter()
+                       .Name("strata_api_key_rate_limited_total")
+                       .Help(
+                           "Calls refused by a per-key limit, by API key name and limit "
+                           "(requests, tokens, streams)")
+                       .Register(*registry_);
 
   cache_requests_ = &prometheus::BuildCounter()
                          .Name("strata_cache_requests_total")
@@ -216,6 +231,22 @@ void ServerMetrics::UpdateTokensPerSecondLocked(int64_t n, Clock::time_point now
 
 void ServerMetrics::CountError(std::string_view code) {
   errors_->Add({{"code", std::string(code)}}).Increment();
+}
+
+void ServerMetrics::CountKeyRequest(std::string_view key) {
+  key_requests_->Add({{"key", std::string(key)}}).Increment();
+}
+
+void ServerMetrics::CountKeyTokens(std::string_view key, int64_t prompt_tokens,
+                                   int64_t completion_tokens) {
+  key_tokens_->Add({{"key", std::string(key)}, {"kind", "prompt"}})
+      .Increment(static_cast<double>(prompt_tokens));
+  key_tokens_->Add({{"key", std::string(key)}, {"kind", "completion"}})
+      .Increment(static_cast<double>(completion_tokens));
+}
+
+void ServerMetrics::CountKeyRefusal(std::string_view key, std::string_view limit) {
+  key_refusals_->Add({{"key", std::string(key)}, {"limit", std::string(limit)}}).Increment();
 }
 
 void ServerMetrics::ObserveStep(const StepRecord& step) {

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "strata/common/constant_time.h"
 #include "strata/common/logging.h"
 #include "strata/common/utf8.h"
 
@@ -10,16 +11,6 @@ namespace {
 
 constexpr size_t kMinTokenBytes = 16;
 constexpr size_t kMaxSelectorBytes = 1024;
-
-// Equal strings, in time that depends only on their lengths.
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
 
 const char* KindName(cache::CacheSelector::Kind kind) {
   switch (kind) {

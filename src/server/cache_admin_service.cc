@@ -4,17 +4,11 @@
 #include <string_view>
 
 #include "strata/server/generate_call.h"
+#include "strata/server/grpc_auth.h"
 #include "strata/server/request_parse.h"
 
 namespace strata::server {
 namespace {
-
-std::string AuthorizationOf(const grpc::CallbackServerContext& context) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) return {};
-  return std::string(it->second.data(), it->second.size());
-}
 
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -7,8 +7,9 @@
 
 namespace strata::server {
 
-CallRecorder::CallRecorder(metrics::ServerMetrics* metrics, std::string request_id)
-    : metrics_(metrics), request_id_(std::move(request_id)) {}
+CallRecorder::CallRecorder(metrics::ServerMetrics* metrics, std::string request_id,
+                           std::shared_ptr<ApiKeyLease> key)
+    : metrics_(metrics), request_id_(std::move(request_id)), key_(std::move(key)) {}
 
 void CallRecorder::OnChunk(const engine::StreamChunk& chunk) {
   // Tokens a cache answered with were generated once, for another request: not counted again.
@@ -37,6 +38,7 @@ Status CallRecorder::OnLast(const engine::StreamChunk& last, Cancel cancel) {
       last.usage.completion_tokens > 0 ? last.timing.time_to_first_token_seconds : -1;
   record.e2e_seconds = last.timing.total_seconds;
   metrics_->ObserveRequest(record);
+  if (key_ != nullptr) key_->Charge(record.prompt_tokens, record.completion_tokens);
 
   Status status;
   if (reason == sampling::FinishReason::kCancelled) {

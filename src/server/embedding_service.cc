@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "strata/server/generate_call.h"
+#include "strata/server/grpc_auth.h"
 
 namespace strata::server {
 
@@ -15,8 +16,12 @@ EmbeddingService::EmbeddingService(ServingState* state, embedding::TextEmbedder*
                                    const EmbeddingServiceOptions& options)
     : state_(state), embedder_(embedder), options_(options) {}
 
-grpc::Status EmbeddingService::Embed(grpc::ServerContext* /*context*/,
-                                     const v1::EmbedRequest* request, v1::EmbedResponse* response) {
+grpc::Status EmbeddingService::Embed(grpc::ServerContext* context, const v1::EmbedRequest* request,
+                                     v1::EmbedResponse* response) {
+  if (KeyAdmission a = AdmitGrpcCall(options_.api_keys, context, false); !a.status.ok()) {
+    state_->metrics()->CountError(StatusCodeName(a.status.code()));
+    return ToGrpcStatus(a.status);
+  }
   const auto start = std::chrono::steady_clock::now();
   int64_t texts = 0;
   int64_t tokens = 0;

@@ -111,7 +111,7 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
       return;
     }
     stream_ = std::move(submitted->stream);
-    recorder_.emplace(env_.metrics, std::move(submitted->request_id));
+    recorder_.emplace(env_.metrics, std::move(submitted->request_id), env_.key);
     response_->set_request_id(recorder_->request_id());
     response_->set_seed(submitted->seed);
     lock.unlock();
@@ -193,7 +193,7 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
       return;
     }
     stream_ = std::move(submitted->stream);
-    recorder_.emplace(env_.metrics, std::move(submitted->request_id));
+    recorder_.emplace(env_.metrics, std::move(submitted->request_id), env_.key);
     seed_ = submitted->seed;
     lock.unlock();
     std::weak_ptr<StreamGenerate> weak = self_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strata/common/logging.h"
+#include "strata/server/grpc_auth.h"
 #include "strata/server/proto_input.h"
 #include "strata/server/request_parse.h"
 #include "strata/tokenizer/incremental_detokenizer.h"
@@ -17,6 +18,10 @@ GenerationService::GenerationService(ServingState* state, const ServiceOptions& 
     : state_(state), metrics_(state->metrics()), options_(options) {
   // Bytes that do not parse get INVALID_ARGUMENT, not gRPC's UNIMPLEMENTED (request_parse.h).
   const auto refuse = [this](grpc::CallbackServerContext* ctx, const Status& status) {
+    // A caller without a valid key learns nothing more, not even why its bytes do not parse.
+    if (KeyAdmission a = AdmitGrpcCall(options_.api_keys, ctx, false); !a.status.ok()) {
+      return RefuseUnary(ctx, metrics_, a.status);
+    }
     LogInfo("request refused", {{"status", status.message()}});
     return RefuseUnary(ctx, metrics_, status);
   };
@@ -35,7 +40,10 @@ GenerationService::GenerationService(ServingState* state, const ServiceOptions& 
           [this](grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
             return GenerateStream(ctx, request);
           },
-          [this](const Status& status) {
+          [this](grpc::CallbackServerContext* ctx, const Status& status) {
+            if (KeyAdmission a = AdmitGrpcCall(options_.api_keys, ctx, false); !a.status.ok()) {
+              return RefuseStream(metrics_, a.status);
+            }
             LogInfo("request refused", {{"status", status.message()}});
             return RefuseStream(metrics_, status);
           }));
@@ -70,20 +78,26 @@ grpc::ServerUnaryReactor* GenerationService::Answer(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* GenerationService::Generate(grpc::CallbackServerContext* ctx,
                                                       const v1::GenerateRequest* request,
                                                       v1::GenerateResponse* response) {
+  KeyAdmission admitted = AdmitGrpcCall(options_.api_keys, ctx, /*generation=*/true);
+  if (!admitted.status.ok()) return RefuseUnary(ctx, metrics_, admitted.status);
   StatusOr<ServingModel*> model = state_->Serving();
   if (!model.ok()) return RefuseUnary(ctx, metrics_, model.status());
   ServingModel& serving = **model;
-  return StartUnaryGenerate(state_->EnvFor(serving), ctx, response, [&](TranslatedFn start) {
+  const CallEnv env = state_->EnvFor(serving, std::move(admitted.lease));
+  return StartUnaryGenerate(env, ctx, response, [&](TranslatedFn start) {
     state_->TranslateThen(serving, InputFromProto(*request), std::move(start));
   });
 }
 
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::GenerateStream(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
+  KeyAdmission admitted = AdmitGrpcCall(options_.api_keys, ctx, /*generation=*/true);
+  if (!admitted.status.ok()) return RefuseStream(metrics_, admitted.status);
   StatusOr<ServingModel*> model = state_->Serving();
   if (!model.ok()) return RefuseStream(metrics_, model.status());
   ServingModel& serving = **model;
-  return StartStreamGenerate(state_->EnvFor(serving), ctx, [&](TranslatedFn start) {
+  const CallEnv env = state_->EnvFor(serving, std::move(admitted.lease));
+  return StartStreamGenerate(env, ctx, [&](TranslatedFn start) {
     state_->TranslateThen(serving, InputFromProto(*request), std::move(start));
   });
 }
@@ -91,6 +105,9 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* GenerationService::Generat
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* ctx,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
+  if (KeyAdmission a = AdmitGrpcCall(options_.api_keys, ctx, false); !a.status.ok()) {
+    return Answer(ctx, a.status);
+  }
   StatusOr<ServingModel*> serving = state_->Serving();
   if (!serving.ok()) return Answer(ctx, serving.status());
   const ServingModel& model = **serving;
@@ -131,6 +148,9 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* ctx,
                                                         const v1::DetokenizeRequest* request,
                                                         v1::DetokenizeResponse* response) {
+  if (KeyAdmission a = AdmitGrpcCall(options_.api_keys, ctx, false); !a.status.ok()) {
+    return Answer(ctx, a.status);
+  }
   StatusOr<ServingModel*> serving = state_->Serving();
   if (!serving.ok()) return Answer(ctx, serving.status());
   const ServingModel& model = **serving;
@@ -156,6 +176,9 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(
     grpc::CallbackServerContext* ctx, const v1::GetModelInfoRequest* /*request*/,
     v1::ModelInfo* response) {
+  if (KeyAdmission a = AdmitGrpcCall(options_.api_keys, ctx, false); !a.status.ok()) {
+    return Answer(ctx, a.status);
+  }
   StatusOr<ServingModel*> serving = state_->Serving();
   if (!serving.ok()) return Answer(ctx, serving.status());
   *response = (*serving)->info;

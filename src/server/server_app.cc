@@ -27,6 +27,7 @@
 #include "strata/common/logging.h"
 #include "strata/embedding/embedding_batcher.h"
 #include "strata/metrics/server_metrics.h"
+#include "strata/server/api_keys.h"
 #include "strata/server/cache_admin.h"
 #include "strata/server/cache_admin_service.h"
 #include "strata/server/embedding_service.h"
@@ -45,6 +46,18 @@
 
 namespace strata::server {
 namespace {
+
+// Leaves gRPC server reflection out of a server: linking the reflection library registers its
+// plugin for every ServerBuilder, so turning it off means removing the plugin.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    std::erase_if(*plugins, [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+      return dynamic_cast<grpc::reflection::ProtoServerReflectionPlugin*>(plugin.get()) != nullptr;
+    });
+  }
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -232,11 +245,29 @@ int RunServer(const ServerConfig& config) {
          {"seconds", std::to_string(std::chrono::duration<double>(Clock::now() - t).count())}});
   }
 
+  // Who may call (--api-keys-file); the keys outlive every call, so they come before the state.
+  std::unique_ptr<ApiKeys> api_keys;
+  if (!config.api_keys_file.empty()) {
+    StatusOr<std::vector<ApiKeyEntry>> entries = ReadApiKeysFile(config.api_keys_file);
+    if (!entries.ok()) {
+      Log(LogLevel::kError, "cannot use the API keys file",
+          {{"error", entries.status().message()}});
+      return 1;
+    }
+    api_keys = std::make_unique<ApiKeys>(std::move(*entries), &metrics);
+    LogInfo("API keys loaded", {{"keys", std::to_string(api_keys->size())}});
+  }
+  const bool reflection =
+      config.grpc_reflection == "on" || (config.grpc_reflection == "auto" && api_keys == nullptr);
+
   ServingState state(&metrics, config.log_prompts);
-  GenerationService service(&state, ServiceOptions{});
+  ServiceOptions service_options;
+  service_options.api_keys = api_keys.get();
+  GenerationService service(&state, service_options);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int grpc_port = 0;
   builder.AddListeningPort(HostPort(config.host, config.grpc_port),
                            grpc::InsecureServerCredentials(), &grpc_port);
@@ -262,6 +293,7 @@ int RunServer(const ServerConfig& config) {
   // strata.v1.Embedding exists only with an embedding model (without, gRPC answers UNIMPLEMENTED).
   EmbeddingServiceOptions embedding_options;
   embedding_options.max_total_bytes = static_cast<size_t>(config.max_message_bytes);
+  embedding_options.api_keys = api_keys.get();
   EmbeddingService embedding_service(&state, embedder.get(), embedding_options);
   if (embedder != nullptr) builder.RegisterService(&embedding_service);
   // The operator's cache controls, behind the admin token (--admin-token-file).
@@ -304,6 +336,7 @@ int RunServer(const ServerConfig& config) {
     };
     http_options.cache_admin = cache_admin.get();
     http_options.embeddings = embedder.get();
+    http_options.api_keys = api_keys.get();
     http_frontend = std::make_unique<http::HttpFrontend>(&state, std::move(http_options));
     if (Status started = http_frontend->Start(); !started.ok()) {
       Log(LogLevel::kError, "cannot serve HTTP", {{"error", started.message()}});

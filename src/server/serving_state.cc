@@ -85,10 +85,10 @@ StatusOr<TranslatedRequest> ServingState::TranslateWaiting(const ServingModel& m
   return future.get();
 }
 
-CallEnv ServingState::EnvFor(ServingModel& model) {
+CallEnv ServingState::EnvFor(ServingModel& model, std::shared_ptr<ApiKeyLease> key) {
   engine::RequestSubmitter* submitter =
       model.submitter != nullptr ? model.submitter : model.engine.get();
-  return CallEnv{submitter, metrics_, &in_flight_};
+  return CallEnv{submitter, metrics_, &in_flight_, std::move(key)};
 }
 
 }  // namespace strata::server

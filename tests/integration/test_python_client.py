@@ -3,6 +3,7 @@ copy of its folder, it gives the raw stubs' results for generate, stream, tokeni
 info; closing a stream cancels the call; gRPC errors arrive as the right exception classes; the
 asyncio client agrees; and its committed stubs are what proto/ generates today."""
 import asyncio
+import hashlib
 import importlib
 import re
 import shutil
@@ -230,6 +231,7 @@ def test_every_status_code_maps_to_one_class(sc):
         grpc.StatusCode.INTERNAL: sc.InternalError,
         grpc.StatusCode.UNKNOWN: sc.InternalError,
         grpc.StatusCode.DATA_LOSS: sc.InternalError,
+        grpc.StatusCode.UNAUTHENTICATED: sc.AuthenticationError,
     }
     for code in grpc.StatusCode:
         if code == grpc.StatusCode.OK:
@@ -239,6 +241,25 @@ def test_every_status_code_maps_to_one_class(sc):
         assert error.code == code and error.message == "words"
     unnamed = sc.from_rpc_error(FakeRpcError(grpc.StatusCode.INVALID_ARGUMENT, "bad input"))
     assert unnamed.field is None
+
+
+def test_an_api_key_is_sent_with_every_call(sc, tmp_path):
+    key = "sk-client-test-0123456789"
+    keys_file = tmp_path / "api_keys"
+    keys_file.write_text(f"client {hashlib.sha256(key.encode()).hexdigest()}\n")
+    keyed = Server("--api-keys-file", str(keys_file))
+    try:
+        keyed.wait_serving()
+        target = f"127.0.0.1:{keyed.grpc_port}"
+        with sc.Client(target, timeout=60) as anonymous:
+            with pytest.raises(sc.AuthenticationError):
+                anonymous.generate(PROMPT, max_tokens=2)
+        with sc.Client(target, timeout=60, api_key=key) as c:
+            assert c.generate(PROMPT, max_tokens=2, temperature=0).usage.completion_tokens == 2
+            assert [t.text for t in c.stream(PROMPT, max_tokens=2, temperature=0)]
+            assert c.tokenize("hello")
+    finally:
+        assert keyed.stop() == 0, keyed.log()
 
 
 def test_async_client_generates_and_streams(sc, client, server):

@@ -15,9 +15,9 @@ from ._proto.strata.v1 import generation_pb2 as pb
 from ._proto.strata.v1 import generation_pb2_grpc as pb_grpc
 from .aio import AsyncClient, AsyncStream
 from .client import Client, Stream
-from .errors import (CancelledError, DeadlineExceededError, InternalError, InvalidRequestError,
-                     QueueFullError, ResourceExhaustedError, StrataError, UnavailableError,
-                     from_rpc_error)
+from .errors import (AuthenticationError, CancelledError, DeadlineExceededError, InternalError,
+                     InvalidRequestError, QueueFullError, ResourceExhaustedError, StrataError,
+                     UnavailableError, from_rpc_error)
 from .results import (Completion, FinishReason, ModelInfo, StreamChunk, Timing, TokenLogprob,
                       TokenLogprobs, Usage)
 
@@ -25,6 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncClient",
+    "AuthenticationError",
     "AsyncStream",
     "CancelledError",
     "Client",

@@ -74,10 +74,13 @@ class AsyncClient:
                  metadata: Optional[Metadata] = None,
                  channel: Optional[grpc.aio.Channel] = None,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 options: Optional[Sequence[tuple[str, Any]]] = None):
+                 options: Optional[Sequence[tuple[str, Any]]] = None,
+                 api_key: Optional[str] = None):
         self.target = target
         self.timeout = timeout
         self.metadata = list(metadata) if metadata else None
+        if api_key is not None:  # sent with every call, as the server's --api-keys-file asks
+            self.metadata = [*(self.metadata or []), ("authorization", f"Bearer {api_key}")]
         self._owns_channel = channel is None
         if channel is None:
             channel = (grpc.aio.secure_channel(target, credentials, options=options)

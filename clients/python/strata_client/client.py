@@ -90,10 +90,13 @@ class Client:
     def __init__(self, target: str = DEFAULT_TARGET, *, timeout: Optional[float] = None,
                  metadata: Optional[Metadata] = None, channel: Optional[grpc.Channel] = None,
                  credentials: Optional[grpc.ChannelCredentials] = None,
-                 options: Optional[Sequence[tuple[str, Any]]] = None):
+                 options: Optional[Sequence[tuple[str, Any]]] = None,
+                 api_key: Optional[str] = None):
         self.target = target
         self.timeout = timeout
         self.metadata = list(metadata) if metadata else None
+        if api_key is not None:  # sent with every call, as the server's --api-keys-file asks
+            self.metadata = [*(self.metadata or []), ("authorization", f"Bearer {api_key}")]
         self._owns_channel = channel is None
         if channel is None:
             channel = (grpc.secure_channel(target, credentials, options=options)

@@ -20,6 +20,7 @@ __all__ = [
     "DeadlineExceededError",
     "CancelledError",
     "InternalError",
+    "AuthenticationError",
     "from_rpc_error",
 ]
 
@@ -50,8 +51,9 @@ class InvalidRequestError(StrataError):
 
 
 class ResourceExhaustedError(StrataError):
-    """RESOURCE_EXHAUSTED: the server's request queue is full (retry later, with backoff) or
-    the request was larger than the server accepts (--max-message-bytes)."""
+    """RESOURCE_EXHAUSTED: the server's request queue is full (retry later, with backoff), the
+    API key's limits are reached (the message says in how many seconds to retry), or the
+    request was larger than the server accepts (--max-message-bytes)."""
 
 
 QueueFullError = ResourceExhaustedError
@@ -75,6 +77,11 @@ class InternalError(StrataError):
     """INTERNAL, UNKNOWN or DATA_LOSS: the server or the engine failed the request."""
 
 
+class AuthenticationError(StrataError):
+    """UNAUTHENTICATED: the server needs an API key (--api-keys-file) and none, or an unknown
+    one, was given (`api_key=`). A key over its limits gets ResourceExhaustedError instead."""
+
+
 _BY_CODE: dict[grpc.StatusCode, type[StrataError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
     grpc.StatusCode.OUT_OF_RANGE: InvalidRequestError,
@@ -85,6 +92,7 @@ _BY_CODE: dict[grpc.StatusCode, type[StrataError]] = {
     grpc.StatusCode.INTERNAL: InternalError,
     grpc.StatusCode.UNKNOWN: InternalError,
     grpc.StatusCode.DATA_LOSS: InternalError,
+    grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
 }
 
 

@@ -113,6 +113,13 @@ class ServerMetrics {
                             int64_t tokens, double seconds);
   void ObserveEmbeddingPass(int64_t texts);
 
+  // API-key facts (--api-keys-file), by the key's name (never the key): a call admitted, the
+  // prompt and completion tokens a generation call used, a call refused by a limit (`limit`:
+  // "requests", "tokens" or "streams").
+  void CountKeyRequest(std::string_view key);
+  void CountKeyTokens(std::string_view key, int64_t prompt_tokens, int64_t completion_tokens);
+  void CountKeyRefusal(std::string_view key, std::string_view limit);
+
   // The exposition in Prometheus' text format (what /metrics serves).
   std::string Serialize() const;
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -151,6 +158,9 @@ class ServerMetrics {
   prometheus::Family<prometheus::Gauge>* cache_bytes_ = nullptr;       // {cache, tier}
 
   // Embeddings; requests by {transport, code}.
+  prometheus::Family<prometheus::Counter>* key_requests_ = nullptr;  // {key}
+  prometheus::Family<prometheus::Counter>* key_tokens_ = nullptr;    // {key, kind}
+  prometheus::Family<prometheus::Counter>* key_refusals_ = nullptr;  // {key, limit}
   prometheus::Family<prometheus::Counter>* embedding_requests_ = nullptr;
   prometheus::Counter* embedding_texts_ = nullptr;
   prometheus::Counter* embedding_tokens_ = nullptr;

@@ -8,17 +8,21 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "strata/common/status.h"
 #include "strata/engine/request_stream.h"
 #include "strata/metrics/server_metrics.h"
+#include "strata/server/api_keys.h"
 
 namespace strata::server {
 
 class CallRecorder {
  public:
-  CallRecorder(metrics::ServerMetrics* metrics, std::string request_id);
+  // `key`: the caller's API key lease, charged the call's tokens at the end (null: keys off).
+  CallRecorder(metrics::ServerMetrics* metrics, std::string request_id,
+               std::shared_ptr<ApiKeyLease> key = nullptr);
 
   const std::string& request_id() const { return request_id_; }
 
@@ -42,6 +46,7 @@ class CallRecorder {
  private:
   metrics::ServerMetrics* metrics_;
   std::string request_id_;
+  std::shared_ptr<ApiKeyLease> key_;
   std::chrono::steady_clock::time_point last_token_time_{};
 };
 

@@ -20,6 +20,7 @@
 #include <cstddef>
 
 #include "strata/embedding/text_embedder.h"
+#include "strata/server/api_keys.h"
 #include "strata/server/serving_state.h"
 #include "strata/v1/embedding.grpc.pb.h"
 
@@ -29,6 +30,7 @@ struct EmbeddingServiceOptions {
   size_t max_texts = 2048;           // texts per call at most (OpenAI's limit)
   size_t max_total_bytes = 4 << 20;  // bytes of all texts of a call at most
   size_t max_request_id_bytes = 128;
+  ApiKeys* api_keys = nullptr;  // every call must present a key (api_keys.h); null: none needed
 };
 
 class EmbeddingService final : public v1::Embedding::Service {

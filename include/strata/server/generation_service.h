@@ -15,6 +15,7 @@
 #include <cstddef>
 
 #include "strata/metrics/server_metrics.h"
+#include "strata/server/api_keys.h"
 #include "strata/server/generate_call.h"
 #include "strata/server/serving_model.h"
 #include "strata/server/serving_state.h"
@@ -24,6 +25,7 @@ namespace strata::server {
 
 struct ServiceOptions {
   size_t max_detokenize_ids = 1 << 20;
+  ApiKeys* api_keys = nullptr;  // every call must present a key (api_keys.h); null: none needed
 };
 
 class GenerationService final : public v1::Generation::CallbackService {

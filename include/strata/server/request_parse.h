@@ -142,13 +142,14 @@ class ParseCheckedStreamHandler final : public grpc::internal::MethodHandler {
  public:
   using Handler = std::function<grpc::ServerWriteReactor<Response>*(grpc::CallbackServerContext*,
                                                                     const Request*)>;
-  using Refuse = std::function<grpc::ServerWriteReactor<Response>*(const Status&)>;
+  using Refuse = std::function<grpc::ServerWriteReactor<Response>*(grpc::CallbackServerContext*,
+                                                                   const Status&)>;
 
   ParseCheckedStreamHandler(Handler handler, Refuse refuse)
       : inner_([this, handler = std::move(handler), refuse = std::move(refuse)](
                    grpc::CallbackServerContext* ctx, const Request* request) {
           Status failed = failures_.Take(request);
-          return failed.ok() ? handler(ctx, request) : refuse(failed);
+          return failed.ok() ? handler(ctx, request) : refuse(ctx, failed);
         }) {}
 
   void RunHandler(const HandlerParameter& param) override { inner_.RunHandler(param); }

@@ -109,6 +109,11 @@ struct ServerConfig {
   // present; "" = those endpoints are off.
   std::string admin_token_file;
 
+  // Access: the API keys file (api_keys.h); "" = no keys, every call is served. gRPC server
+  // reflection: "auto" = on without keys, off with them.
+  std::string api_keys_file;
+  std::string grpc_reflection = "auto";  // "auto", "on", "off"
+
   // Lifecycle and logs.
   double drain_grace_seconds = 30;
   std::string log_level = "info";

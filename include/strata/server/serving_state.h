@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <random>
 
@@ -20,6 +21,7 @@
 #include "strata/common/status.h"
 #include "strata/engine/request_submitter.h"
 #include "strata/metrics/server_metrics.h"
+#include "strata/server/api_keys.h"
 #include "strata/server/generation_input.h"
 #include "strata/server/request_translator.h"
 #include "strata/server/serving_model.h"
@@ -31,6 +33,7 @@ struct CallEnv {
   engine::RequestSubmitter* engine = nullptr;  // the Engine, or whatever wraps it
   metrics::ServerMetrics* metrics = nullptr;
   std::atomic<int64_t>* in_flight = nullptr;  // calls accepted and not yet done
+  std::shared_ptr<ApiKeyLease> key;           // the caller's API key, when keys are on
 };
 
 class ServingState {
@@ -60,8 +63,9 @@ class ServingState {
   // TranslateThen, waiting for the result: for transports whose threads may block.
   StatusOr<TranslatedRequest> TranslateWaiting(const ServingModel& model, GenerationInput input);
 
-  // The environment of a call on `model`, counted in in_flight() once it is accepted.
-  CallEnv EnvFor(ServingModel& model);
+  // The environment of a call on `model` by the holder of `key` (null: keys are off), counted in
+  // in_flight() once it is accepted.
+  CallEnv EnvFor(ServingModel& model, std::shared_ptr<ApiKeyLease> key = nullptr);
   int64_t in_flight() const { return in_flight_.load(); }
   metrics::ServerMetrics* metrics() const { return metrics_; }
 

@@ -29,7 +29,10 @@ void Send(httplib::Response& res, int status, const std::string& json) {
 }
 
 void SendError(httplib::Response& res, const ApiError& error) {
-  if (error.http_status == 429) res.set_header("Retry-After", "1");
+  if (error.http_status == 429) {
+    res.set_header("Retry-After", std::to_string(error.retry_after_seconds));
+  }
+  if (error.http_status == 401) res.set_header("WWW-Authenticate", "Bearer");
   Send(res, error.http_status, ErrorBody(error));
 }
 
@@ -49,7 +52,7 @@ class StreamCall {
              Responder responder, Endpoint endpoint)
       : env_(env),
         stream_(std::move(stream)),
-        recorder_(env.metrics, std::move(id)),
+        recorder_(env.metrics, std::move(id), env.key),
         responder_(std::move(responder)),
         endpoint_(endpoint) {}
 
@@ -139,6 +142,27 @@ struct HttpFrontend::Impl {
     SendError(res, ApiErrorFromStatus(status, endpoint));
   }
 
+  // Admits a call by its Authorization header (api_keys.h); a refused one is answered (401, or
+  // 429 with Retry-After) and counted. Without keys every call is admitted, without a lease.
+  bool Admit(const httplib::Request& req, httplib::Response& res, bool generation,
+             Endpoint endpoint, std::shared_ptr<ApiKeyLease>* lease = nullptr) {
+    if (options.api_keys == nullptr) return true;
+    KeyAdmission admitted =
+        options.api_keys->Admit(req.get_header_value("Authorization"), generation);
+    if (admitted.status.ok()) {
+      if (lease != nullptr) *lease = std::move(admitted.lease);
+      return true;
+    }
+    state->metrics()->CountError(StatusCodeName(admitted.status.code()));
+    ApiError e = ApiErrorFromStatus(admitted.status, endpoint);
+    if (e.http_status == 429) {
+      e.code = "rate_limit_exceeded";
+      e.retry_after_seconds = admitted.retry_after_seconds;
+    }
+    SendError(res, e);
+    return false;
+  }
+
   // OK when `name` names the served model (its id or the GGUF's general.name), else NOT_FOUND.
   Status KnownModel(const std::string& name, const ServingModel& model) const {
     if (name == options.model_id || name == model.info.name()) return OkStatus();
@@ -156,6 +180,7 @@ struct HttpFrontend::Impl {
   }
 
   void Models(const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions)) return;
     const StatusOr<ServingModel*> serving = state->Serving();
     if (!serving.ok()) return Refuse(res, serving.status(), Endpoint::kCompletions);
     const int64_t context = (*serving)->info.context_length();
@@ -170,6 +195,8 @@ struct HttpFrontend::Impl {
   }
 
   void Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    std::shared_ptr<ApiKeyLease> key;
+    if (!Admit(req, res, /*generation=*/true, endpoint, &key)) return;
     const bool chat = endpoint == Endpoint::kChatCompletions;
     OpenAiRequest parsed;
     ApiError bad;
@@ -189,7 +216,7 @@ struct HttpFrontend::Impl {
     }
     StatusOr<TranslatedRequest> translated = state->TranslateWaiting(model, parsed.input);
     if (!translated.ok()) return Refuse(res, translated.status(), endpoint);
-    const CallEnv env = state->EnvFor(model);
+    const CallEnv env = state->EnvFor(model, std::move(key));
     const std::string client_id = translated->request_id;
     StatusOr<std::shared_ptr<engine::RequestStream>> submitted =
         env.engine->Submit(std::move(translated->request));
@@ -222,7 +249,7 @@ struct HttpFrontend::Impl {
       return;
     }
 
-    CallRecorder recorder(env.metrics, ctx.id);
+    CallRecorder recorder(env.metrics, ctx.id, env.key);
     engine::StreamChunk chunk;
     while (stream->Next(&chunk)) {
       recorder.OnChunk(chunk);
@@ -240,7 +267,8 @@ struct HttpFrontend::Impl {
 
   void Routes() {
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { Health(res); });
-    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    server.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions)) return;
       if (!options.metrics_text) {
         res.status = 404;
         return;
@@ -259,6 +287,7 @@ struct HttpFrontend::Impl {
                   Generate(Endpoint::kChatCompletions, req, res);
                 });
     server.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions)) return;
       const StatusOr<ServingModel*> serving = state->Serving();
       const EmbeddingsReply reply =
           AnswerEmbeddings(req.body, options.embeddings, serving.status(), state->metrics());

@@ -9,8 +9,9 @@
 //   POST /admin/cache/invalidate, POST /admin/cache/epoch   with an admin token (admin_routes.h)
 //   POST /v1/embeddings   the embedding model's vectors (openai_embeddings.h); 404 without one
 // Errors are OpenAI's {"error": {"message", "type", "param", "code"}}: 400 naming the field,
-// 404 for another model, 429 with Retry-After when the queue is full, 503 while loading or
-// draining (see openai_request.h and docs/http-api.md).
+// 401 without a valid API key (when keys are on), 404 for another model, 429 with Retry-After
+// when the queue is full or a key's limit is reached, 503 while loading or draining (see
+// openai_request.h and docs/http-api.md).
 //
 // Threads: cpp-httplib serves each connection on a pool thread (`threads` of them); a call
 // blocks its thread while it waits for tokens, never the engine. A streaming client that goes
@@ -27,6 +28,7 @@
 
 #include "strata/common/status.h"
 #include "strata/embedding/text_embedder.h"
+#include "strata/server/api_keys.h"
 #include "strata/server/cache_admin.h"
 #include "strata/server/serving_state.h"
 
@@ -43,6 +45,9 @@ struct HttpOptions {
   CacheAdmin* cache_admin = nullptr;          // POST /admin/cache/* (admin_routes.h); null: 404
   // POST /v1/embeddings (openai_embeddings.h); null: 404 (the server has no embedding model).
   embedding::TextEmbedder* embeddings = nullptr;
+  // Every route but /health needs an API key (api_keys.h): 401 without a valid one, 429 with
+  // Retry-After over its limits. Null: no keys needed.
+  ApiKeys* api_keys = nullptr;
 };
 
 class HttpFrontend {

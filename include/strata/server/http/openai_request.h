@@ -32,8 +32,9 @@ struct ApiError {
   int http_status = 400;
   std::string message;
   std::string type = "invalid_request_error";
-  std::string param;  // "" is sent as null
-  std::string code;   // "" is sent as null
+  std::string param;            // "" is sent as null
+  std::string code;             // "" is sent as null
+  int retry_after_seconds = 1;  // 429: the Retry-After header
 };
 
 struct OpenAiRequest {

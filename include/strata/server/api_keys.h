@@ -1,0 +1,108 @@
+// API keys: who may call the server, and how much (--api-keys-file).
+//
+// The keys file holds one key per line, hashed: `NAME SHA256HEX [rpm=N] [tpm=N] [streams=N]`
+// ('#' starts a comment). NAME (letters, digits, '.', '_', '-'; at most 64) is what logs and
+// metrics show; SHA256HEX is the SHA-256 of the key in hex (`printf %s "$KEY" | sha256sum`), so
+// the file never holds a key. The limits, each optional (absent or 0: none): rpm, calls per
+// minute; tpm, prompt + completion tokens of generation calls per minute; streams, generation
+// calls in flight at once.
+//
+// A call presents its key as `authorization: Bearer KEY` (gRPC metadata or HTTP header). Admit
+// hashes what was presented and compares it with every stored hash in constant time; a missing,
+// malformed or unknown key is UNAUTHENTICATED with one message that reveals nothing else. A key
+// over a limit is RESOURCE_EXHAUSTED with the seconds to wait (rpm and tpm are token buckets
+// that refill evenly over the minute and start full; a generation call is charged its tokens
+// when it ends, and the next call of a key in debt waits until the bucket is positive again).
+// The key itself is never logged nor kept: only its name and hash.
+//
+// Thread rules: every method may be called from any thread; `metrics` must outlive the keys.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/common/status.h"
+#include "strata/metrics/server_metrics.h"
+
+namespace strata::server {
+
+struct ApiKeyLimits {
+  int64_t requests_per_minute = 0;  // 0: no limit
+  int64_t tokens_per_minute = 0;
+  int64_t max_streams = 0;
+};
+
+struct ApiKeyEntry {
+  std::string name;
+  std::string sha256_hex;  // lowercase
+  ApiKeyLimits limits;
+};
+
+// The entries of a keys file; INVALID_ARGUMENT naming the line for anything malformed or a name
+// or hash given twice.
+StatusOr<std::vector<ApiKeyEntry>> ParseApiKeys(std::string_view text);
+
+// ParseApiKeys of the file at `path`; NOT_FOUND when it cannot be read.
+StatusOr<std::vector<ApiKeyEntry>> ReadApiKeysFile(const std::string& path);
+
+class ApiKeys;
+
+// An admitted call's hold on its key: the stream slot (released with the lease) and the tokens
+// to charge when the call ends.
+class ApiKeyLease {
+ public:
+  ~ApiKeyLease();
+  ApiKeyLease(const ApiKeyLease&) = delete;
+  ApiKeyLease& operator=(const ApiKeyLease&) = delete;
+
+  const std::string& key_name() const;
+  // Charges a generation call's tokens to the key (once, when the call ends).
+  void Charge(int64_t prompt_tokens, int64_t completion_tokens);
+
+ private:
+  friend class ApiKeys;
+  ApiKeyLease(ApiKeys* keys, size_t index, bool holds_stream)
+      : keys_(keys), index_(index), holds_stream_(holds_stream) {}
+  ApiKeys* keys_;
+  size_t index_;
+  bool holds_stream_;
+};
+
+struct KeyAdmission {
+  Status status;                       // OK, UNAUTHENTICATED or RESOURCE_EXHAUSTED
+  int retry_after_seconds = 0;         // RESOURCE_EXHAUSTED: when a retry may pass
+  std::shared_ptr<ApiKeyLease> lease;  // OK: hold it for the call's life
+};
+
+class ApiKeys {
+ public:
+  // Seconds on a monotonic clock (tests pass their own).
+  using Clock = std::function<double()>;
+
+  ApiKeys(std::vector<ApiKeyEntry> entries, metrics::ServerMetrics* metrics, Clock clock = {});
+  ~ApiKeys();
+
+  // Admits one call presenting `authorization` (the header's whole value). A `generation` call
+  // also needs a stream slot and a positive token bucket.
+  KeyAdmission Admit(std::string_view authorization, bool generation);
+
+  size_t size() const { return keys_.size(); }
+
+ private:
+  friend class ApiKeyLease;
+  struct Key;
+  void Release(size_t index);
+  void Charge(size_t index, int64_t prompt_tokens, int64_t completion_tokens);
+  void RefillLocked(Key& key, double now);
+
+  std::vector<std::unique_ptr<Key>> keys_;
+  metrics::ServerMetrics* metrics_;
+  Clock clock_;
+};
+
+}  // namespace strata::server

@@ -1,0 +1,253 @@
+#include "strata/server/api_keys.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <span>
+#include <sstream>
+#include <utility>
+
+#include "strata/cache/response_key.h"
+#include "strata/common/constant_time.h"
+
+namespace strata::server {
+namespace {
+
+constexpr size_t kMaxNameBytes = 64;
+constexpr int64_t kMaxLimit = int64_t{1} << 40;
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+bool IsHex64(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+         });
+}
+
+std::vector<std::string_view> Words(std::string_view line) {
+  std::vector<std::string_view> words;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) words.push_back(line.substr(start, i - start));
+  }
+  return words;
+}
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const Status& Unauthenticated() {
+  static const Status status(StatusCode::kUnauthenticated,
+                             "a valid API key is required: 'authorization: Bearer <key>'");
+  return status;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ApiKeyEntry>> ParseApiKeys(std::string_view text) {
+  std::vector<ApiKeyEntry> entries;
+  std::set<std::string> names;
+  std::set<std::string> hashes;
+  size_t line_number = 0;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    ++line_number;
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::vector<std::string_view> words = Words(line);
+    if (words.empty()) continue;
+    const std::string where = "API keys line " + std::to_string(line_number) + ": ";
+    if (words.size() < 2) {
+      return InvalidArgumentError(where + "expected 'NAME SHA256HEX [rpm=N] [tpm=N] [streams=N]'");
+    }
+    ApiKeyEntry entry;
+    if (words[0].size() > kMaxNameBytes ||
+        !std::all_of(words[0].begin(), words[0].end(), IsNameChar)) {
+      return InvalidArgumentError(where +
+                                  "the name must be 1 to 64 letters, digits, '.', '_' or "
+                                  "'-'");
+    }
+    entry.name = std::string(words[0]);
+    if (!IsHex64(words[1])) {
+      return InvalidArgumentError(where +
+                                  "the key's SHA-256 must be 64 hex digits (the file "
+                                  "holds hashes, never keys)");
+    }
+    entry.sha256_hex = std::string(words[1]);
+    std::transform(
+        entry.sha256_hex.begin(), entry.sha256_hex.end(), entry.sha256_hex.begin(),
+        [](char c) { return static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c); });
+    for (size_t i = 2; i < words.size(); ++i) {
+      const size_t eq = words[i].find('=');
+      const std::string_view key = words[i].substr(0, eq);
+      const std::string_view value =
+          eq == std::string_view::npos ? std::string_view() : words[i].substr(eq + 1);
+      int64_t* field = key == "rpm"       ? &entry.limits.requests_per_minute
+                       : key == "tpm"     ? &entry.limits.tokens_per_minute
+                       : key == "streams" ? &entry.limits.max_streams
+                                          : nullptr;
+      int64_t n = 0;
+      bool ok = field != nullptr && !value.empty() && value.size() <= 13;
+      for (const char c : value) {
+        ok = ok && c >= '0' && c <= '9';
+        if (ok) n = n * 10 + (c - '0');
+      }
+      if (!ok || n > kMaxLimit) {
+        return InvalidArgumentError(where + "'" + std::string(words[i].substr(0, 32)) +
+                                    "' is not rpm=N, tpm=N or streams=N with N a whole number");
+      }
+      *field = n;
+    }
+    if (!names.insert(entry.name).second) {
+      return InvalidArgumentError(where + "the name '" + entry.name + "' is given twice");
+    }
+    if (!hashes.insert(entry.sha256_hex).second) {
+      return InvalidArgumentError(where + "this key's hash is given twice");
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+StatusOr<std::vector<ApiKeyEntry>> ReadApiKeysFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("cannot read the API keys file " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  StatusOr<std::vector<ApiKeyEntry>> entries = ParseApiKeys(text.str());
+  if (!entries.ok()) return InvalidArgumentError(path + ": " + entries.status().message());
+  return entries;
+}
+
+struct ApiKeys::Key {
+  ApiKeyEntry entry;
+  std::mutex mutex;     // guards the rest
+  double requests = 0;  // request bucket (rpm)
+  double tokens = 0;    // token bucket (tpm); may go negative after a charge
+  double refilled_at = 0;
+  int64_t streams = 0;
+};
+
+ApiKeys::ApiKeys(std::vector<ApiKeyEntry> entries, metrics::ServerMetrics* metrics, Clock clock)
+    : metrics_(metrics), clock_(clock ? std::move(clock) : Clock(SteadySeconds)) {
+  const double now = clock_();
+  for (ApiKeyEntry& entry : entries) {
+    auto key = std::make_unique<Key>();
+    key->requests = static_cast<double>(entry.limits.requests_per_minute);
+    key->tokens = static_cast<double>(entry.limits.tokens_per_minute);
+    key->refilled_at = now;
+    key->entry = std::move(entry);
+    keys_.push_back(std::move(key));
+  }
+}
+
+ApiKeys::~ApiKeys() = default;
+
+void ApiKeys::RefillLocked(Key& key, double now) {
+  const double elapsed = std::max(0.0, now - key.refilled_at);
+  key.refilled_at = now;
+  const ApiKeyLimits& l = key.entry.limits;
+  key.requests = std::min<double>(static_cast<double>(l.requests_per_minute),
+                                  key.requests + elapsed * l.requests_per_minute / 60.0);
+  key.tokens = std::min<double>(static_cast<double>(l.tokens_per_minute),
+                                key.tokens + elapsed * l.tokens_per_minute / 60.0);
+}
+
+KeyAdmission ApiKeys::Admit(std::string_view authorization, bool generation) {
+  KeyAdmission out;
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.substr(0, kBearer.size()) != kBearer) {
+    out.status = Unauthenticated();
+    return out;
+  }
+  const std::string_view presented = authorization.substr(kBearer.size());
+  const std::string hash = cache::Sha256Hex(
+      std::span(reinterpret_cast<const uint8_t*>(presented.data()), presented.size()));
+  // Every stored hash is compared, whichever matches.
+  size_t found = keys_.size();
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    if (ConstantTimeEquals(hash, keys_[i]->entry.sha256_hex)) found = i;
+  }
+  if (presented.empty() || found == keys_.size()) {
+    out.status = Unauthenticated();
+    return out;
+  }
+  Key& key = *keys_[found];
+  const ApiKeyLimits& limits = key.entry.limits;
+  std::string_view refused;  // the limit that refused the call
+  double wait_seconds = 0;
+  {
+    std::lock_guard<std::mutex> lock(key.mutex);
+    RefillLocked(key, clock_());
+    if (limits.requests_per_minute > 0 && key.requests < 1.0) {
+      refused = "requests";
+      wait_seconds = (1.0 - key.requests) * 60.0 / static_cast<double>(limits.requests_per_minute);
+    } else if (generation && limits.tokens_per_minute > 0 && key.tokens <= 0.0) {
+      refused = "tokens";
+      wait_seconds = (1.0 - key.tokens) * 60.0 / static_cast<double>(limits.tokens_per_minute);
+    } else if (generation && limits.max_streams > 0 && key.streams >= limits.max_streams) {
+      refused = "streams";
+      wait_seconds = 1.0;  // when one ends is unknown
+    } else {
+      if (limits.requests_per_minute > 0) key.requests -= 1.0;
+      if (generation) ++key.streams;
+    }
+  }
+  if (!refused.empty()) {
+    metrics_->CountKeyRefusal(key.entry.name, refused);
+    out.retry_after_seconds = static_cast<int>(std::min(3600.0, std::ceil(wait_seconds)));
+    out.retry_after_seconds = std::max(out.retry_after_seconds, 1);
+    const std::string what =
+        refused == "requests" ? std::to_string(limits.requests_per_minute) + " calls per minute"
+        : refused == "tokens" ? std::to_string(limits.tokens_per_minute) + " tokens per minute"
+                              : std::to_string(limits.max_streams) + " calls at once";
+    out.status =
+        ResourceExhaustedError("this API key's limit of " + what + " is reached; retry in " +
+                               std::to_string(out.retry_after_seconds) + " s");
+    return out;
+  }
+  metrics_->CountKeyRequest(key.entry.name);
+  out.lease = std::shared_ptr<ApiKeyLease>(new ApiKeyLease(this, found, generation));
+  return out;
+}
+
+void ApiKeys::Release(size_t index) {
+  Key& key = *keys_[index];
+  std::lock_guard<std::mutex> lock(key.mutex);
+  --key.streams;
+}
+
+void ApiKeys::Charge(size_t index, int64_t prompt_tokens, int64_t completion_tokens) {
+  Key& key = *keys_[index];
+  metrics_->CountKeyTokens(key.entry.name, prompt_tokens, completion_tokens);
+  if (key.entry.limits.tokens_per_minute <= 0) return;
+  std::lock_guard<std::mutex> lock(key.mutex);
+  RefillLocked(key, clock_());
+  key.tokens -= static_cast<double>(prompt_tokens + completion_tokens);
+}
+
+ApiKeyLease::~ApiKeyLease() {
+  if (holds_stream_) keys_->Release(index_);
+}
+
+const std::string& ApiKeyLease::key_name() const { return keys_->keys_[index_]->entry.name; }
+
+void ApiKeyLease::Charge(int64_t prompt_tokens, int64_t completion_tokens) {
+  keys_->Charge(index_, prompt_tokens, completion_tokens);
+}
+
+}  // namespace strata::server

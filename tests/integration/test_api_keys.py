@@ -1,0 +1,160 @@
+"""API keys on the real server (--api-keys-file), over gRPC and the OpenAI SDK.
+
+A call without a key, with a wrong one or with a malformed header is UNAUTHENTICATED / 401 with
+one message that reveals nothing else; health stays open and reflection is off. A key's limits
+(calls per minute, generation calls at once) refuse with RESOURCE_EXHAUSTED / 429 and a retry
+delay. Per-key usage is in /metrics by the key's name, and no key appears in the log or metrics.
+"""
+import hashlib
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+import openai
+import pytest
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from strata_server import Server, greedy, idle_kv, pb
+
+MODEL = "gemma-3-270m-q4_k_m"
+KEYS = {"alice": "sk-alice-0123456789abcdef", "bob": "sk-bob-fedcba9876543210",
+        "carol": "sk-carol-5555555555555555"}
+
+
+def sha256(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    keys_file = tmp_path_factory.mktemp("keys") / "api_keys"
+    keys_file.write_text(f"# name hash limits\n"
+                         f"alice {sha256(KEYS['alice'])}\n"
+                         f"bob {sha256(KEYS['bob'])} rpm=3\n"
+                         f"carol {sha256(KEYS['carol'])} streams=1\n")
+    s = Server("--api-keys-file", str(keys_file))
+    s.wait_serving()
+    yield s
+    log = s.log()
+    assert s.stop() == 0, log
+    for key in KEYS.values():
+        assert key not in log
+
+
+def bearer(key):
+    return (("authorization", f"Bearer {key}"),)
+
+
+def test_calls_without_a_valid_key_are_unauthenticated_alike(server):
+    request = pb.GenerateRequest(prompt="Hello", sampling=greedy(2))
+    messages = set()
+    for metadata in [(), bearer("sk-wrong"), (("authorization", KEYS["alice"]),),
+                     (("authorization", "Basic YWxpY2U="),)]:
+        with pytest.raises(grpc.RpcError) as e:
+            server.stub.Generate(request, metadata=metadata, timeout=30)
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        messages.add(e.value.details())
+        with pytest.raises(grpc.RpcError) as e:
+            server.stub.Tokenize(pb.TokenizeRequest(text="hi"), metadata=metadata, timeout=30)
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert len(messages) == 1 and "alice" not in messages.pop()
+    # Unparsable bytes from a caller without a key: still only UNAUTHENTICATED.
+    raw = server.channel.unary_unary("/strata.v1.Generation/Generate",
+                                     request_serializer=lambda b: b,
+                                     response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as e:
+        raw(b"\x0a\x02\xff\xfe", timeout=30)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+    # With the key, the same call works; health needs none; reflection is off.
+    response = server.stub.Generate(request, metadata=bearer(KEYS["alice"]), timeout=60)
+    assert response.usage.completion_tokens == 2
+    assert server.health_status() == health_pb2.HealthCheckResponse.SERVING
+    stub = reflection_pb2_grpc.ServerReflectionStub(server.channel)
+    with pytest.raises(grpc.RpcError) as e:
+        list(stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10))
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_the_openai_sdk_gets_401_without_a_key_and_serves_with_one(server):
+    base = f"http://127.0.0.1:{server.http_port}/v1"
+    with openai.OpenAI(base_url=base, api_key="sk-wrong", max_retries=0) as wrong:
+        with pytest.raises(openai.AuthenticationError) as e:
+            wrong.completions.create(model=MODEL, prompt="Hello", max_tokens=2)
+        assert e.value.status_code == 401
+        with pytest.raises(openai.AuthenticationError):
+            wrong.models.list()
+    with openai.OpenAI(base_url=base, api_key=KEYS["alice"], max_retries=0) as good:
+        c = good.completions.create(model=MODEL, prompt="Hello", max_tokens=2, temperature=0)
+        assert c.usage.completion_tokens == 2
+        assert [m.id for m in good.models.list()] == [MODEL]
+    # /health is open; /metrics on the HTTP port is not.
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/health", timeout=10) as r:
+        assert r.status == 200
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/metrics", timeout=10)
+    assert e.value.code == 401 and e.value.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_a_key_over_its_calls_per_minute_is_refused_with_a_retry_delay(server):
+    codes = []
+    for _ in range(3):  # rpm=3: the bucket starts full
+        server.stub.Tokenize(pb.TokenizeRequest(text="hi"), metadata=bearer(KEYS["bob"]),
+                             timeout=30)
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Tokenize(pb.TokenizeRequest(text="hi"), metadata=bearer(KEYS["bob"]),
+                             timeout=30)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "3 calls per minute" in e.value.details()
+    trailing = dict(e.value.trailing_metadata())
+    assert 1 <= int(trailing["retry-after"]) <= 20, trailing
+    # The same key over HTTP: 429 with Retry-After, as the SDK sees it.
+    base = f"http://127.0.0.1:{server.http_port}/v1"
+    with openai.OpenAI(base_url=base, api_key=KEYS["bob"], max_retries=0) as bob:
+        with pytest.raises(openai.RateLimitError) as e:
+            bob.completions.create(model=MODEL, prompt="Hello", max_tokens=2)
+        assert int(e.value.response.headers["Retry-After"]) >= 1
+        assert e.value.code == "rate_limit_exceeded"
+    assert server.metric("strata_api_key_rate_limited_total", 'key="bob",limit="requests"') >= 2
+
+
+def test_a_key_with_one_stream_is_refused_a_second_until_the_first_ends(server):
+    results = {}
+
+    def long_call():
+        results["first"] = server.stub.Generate(
+            pb.GenerateRequest(prompt="Count to ten", sampling=greedy(48)),
+            metadata=bearer(KEYS["carol"]), timeout=120)
+
+    thread = threading.Thread(target=long_call)
+    thread.start()
+    assert server.wait_metric(lambda s: s.metric("strata_requests_running") == 1)
+    with pytest.raises(grpc.RpcError) as e:
+        server.stub.Generate(pb.GenerateRequest(prompt="Hello", sampling=greedy(2)),
+                             metadata=bearer(KEYS["carol"]), timeout=30)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "1 calls at once" in e.value.details()
+    # Another key is not held back by carol's limit.
+    server.stub.Generate(pb.GenerateRequest(prompt="Hello", sampling=greedy(2)),
+                         metadata=bearer(KEYS["alice"]), timeout=60)
+    thread.join()
+    assert results["first"].usage.completion_tokens == 48
+    server.stub.Generate(pb.GenerateRequest(prompt="Hello", sampling=greedy(2)),
+                         metadata=bearer(KEYS["carol"]), timeout=60)
+    assert server.wait_metric(idle_kv)
+
+
+def test_usage_is_counted_by_key_name_and_no_key_is_exposed(server):
+    before = server.metric("strata_api_key_tokens_total", 'key="alice",kind="completion"')
+    server.stub.Generate(pb.GenerateRequest(prompt="Hello", sampling=greedy(3)),
+                         metadata=bearer(KEYS["alice"]), timeout=60)
+    assert server.wait_metric(lambda s: s.metric(
+        "strata_api_key_tokens_total", 'key="alice",kind="completion"') == before + 3)
+    assert server.metric("strata_api_key_requests_total", 'key="alice"') >= 1
+    text = server.metrics_text()
+    for key in KEYS.values():
+        assert key not in text and sha256(key) not in text

@@ -4,6 +4,7 @@
 #include <google/protobuf/stubs/common.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/slice.h>
+#include <grpc/support/log.h>
 
 #include <cstdint>
 #include <map>
@@ -140,6 +141,15 @@ void LogFromProtobuf(google::protobuf::LogLevel level, const char* filename, int
 }
 #endif
 
+void LogFromGrpc(gpr_log_func_args* args) {
+  LogLevel level = LogLevel::kWarn;
+  if (args->severity == GPR_LOG_SEVERITY_DEBUG) level = LogLevel::kDebug;
+  if (args->severity == GPR_LOG_SEVERITY_INFO) level = LogLevel::kInfo;
+  Log(level, std::string("grpc: ") + (args->message != nullptr ? args->message : ""),
+      {{"source",
+        std::string(args->file != nullptr ? args->file : "?") + ":" + std::to_string(args->line)}});
+}
+
 }  // namespace
 
 std::string DescribeUnparsable(const Descriptor& type, std::string_view bytes) {
@@ -170,10 +180,11 @@ std::string DescribeUnparsable(const Descriptor& type, grpc_byte_buffer* bytes) 
   return why;
 }
 
-void RouteProtobufLogs() {
+void RouteLibraryLogs() {
 #if GOOGLE_PROTOBUF_VERSION < 4022000
   google::protobuf::SetLogHandler(&LogFromProtobuf);
 #endif
+  gpr_set_log_function(&LogFromGrpc);
 }
 
 ClientParseScope::ClientParseScope() { ++t_client_parses; }

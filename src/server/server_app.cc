@@ -4,6 +4,9 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -36,6 +39,7 @@
 #include "strata/server/request_parse.h"
 #include "strata/server/response_cache_setup.h"
 #include "strata/server/serving_model.h"
+#include "strata/server/tls_identity.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "0.0.0"
@@ -71,15 +75,35 @@ constexpr int kMetricsRequestTimeoutMs = 5000;
 // gRPC: a connection must finish its handshake (up to the client's HTTP/2 SETTINGS) within this.
 constexpr int kGrpcHandshakeTimeoutMs = 10000;
 
-sigset_t StopSignals() {
+// SIGTERM and SIGINT drain; SIGHUP reloads the TLS files.
+sigset_t HandledSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
-// Waits up to `timeout` for SIGTERM/SIGINT; returns the signal or 0.
+// gRPC's credentials: plaintext, or TLS from files it watches itself (checked every
+// refresh_seconds, so a renewed certificate is used by new connections without a restart).
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const ServerConfig& config) {
+  if (config.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      config.tls_key_file, config.tls_cert_file, config.tls_client_ca_file,
+      static_cast<unsigned int>(config.tls_refresh_seconds));
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (!config.tls_client_ca_file.empty()) {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+// Waits up to `timeout` for one of `set`; returns the signal or 0.
 int WaitForSignal(const sigset_t& set, std::chrono::milliseconds timeout) {
   timespec ts;
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
@@ -168,14 +192,14 @@ int LogCivetMessage(const mg_connection* /*connection*/, const char* message) {
 }  // namespace
 
 int RunServer(const ServerConfig& config) {
-  const sigset_t signals = StopSignals();
+  const sigset_t signals = HandledSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread started below
 
   if (StatusOr<LogLevel> level = ParseLogLevel(config.log_level); level.ok()) SetLogLevel(*level);
   if (StatusOr<LogFormat> format = ParseLogFormat(config.log_format); format.ok()) {
     SetLogFormat(*format);
   }
-  RouteProtobufLogs();
+  RouteLibraryLogs();
 
   // The backend kind is settled before any port is bound: `--backend cuda` on a machine that
   // cannot run it is one clear line and exit 1, not a server that never becomes ready.
@@ -260,6 +284,22 @@ int RunServer(const ServerConfig& config) {
   const bool reflection =
       config.grpc_reflection == "on" || (config.grpc_reflection == "auto" && api_keys == nullptr);
 
+  // TLS: the files are checked here, so that a wrong one is one clear line and exit 1.
+  std::shared_ptr<TlsIdentity> tls;
+  if (!config.tls_cert_file.empty()) {
+    StatusOr<std::shared_ptr<TlsIdentity>> loaded =
+        TlsIdentity::Load({config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file,
+                           config.tls_refresh_seconds});
+    if (!loaded.ok()) {
+      Log(LogLevel::kError, "cannot use the TLS files", {{"error", loaded.status().message()}});
+      return 1;
+    }
+    tls = std::move(*loaded);
+    LogInfo("TLS on",
+            {{"cert", config.tls_cert_file},
+             {"client_certificates", config.tls_client_ca_file.empty() ? "no" : "required"}});
+  }
+
   ServingState state(&metrics, config.log_prompts);
   ServiceOptions service_options;
   service_options.api_keys = api_keys.get();
@@ -269,8 +309,8 @@ int RunServer(const ServerConfig& config) {
   grpc::ServerBuilder builder;
   if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   int grpc_port = 0;
-  builder.AddListeningPort(HostPort(config.host, config.grpc_port),
-                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(HostPort(config.host, config.grpc_port), GrpcCredentials(config),
+                           &grpc_port);
   // The transport allows a little more than --max-message-bytes so that a prompt just past the
   // limit reaches the translator and gets INVALID_ARGUMENT naming the field; far larger
   // messages are cut off by gRPC itself (RESOURCE_EXHAUSTED) before they are read.
@@ -337,6 +377,7 @@ int RunServer(const ServerConfig& config) {
     http_options.cache_admin = cache_admin.get();
     http_options.embeddings = embedder.get();
     http_options.api_keys = api_keys.get();
+    http_options.tls = tls;
     http_frontend = std::make_unique<http::HttpFrontend>(&state, std::move(http_options));
     if (Status started = http_frontend->Start(); !started.ok()) {
       Log(LogLevel::kError, "cannot serve HTTP", {{"error", started.message()}});
@@ -411,7 +452,17 @@ int RunServer(const ServerConfig& config) {
         std::to_string(std::chrono::duration<double>(Clock::now() - load_start).count())}});
 
   int sig = 0;
-  while (sig == 0) sig = WaitForSignal(signals, std::chrono::milliseconds(1000));
+  while (sig == 0 || sig == SIGHUP) {
+    if (sig == SIGHUP && tls != nullptr) {
+      // The HTTP port's identity now; gRPC's file watcher within --tls-refresh-seconds.
+      const Status reloaded = tls->Reload();
+      Log(reloaded.ok() ? LogLevel::kInfo : LogLevel::kWarn,
+          reloaded.ok() ? "TLS certificate reloaded"
+                        : "TLS certificate reload failed; keeping the old one",
+          {{"signal", "SIGHUP"}, {"error", reloaded.ok() ? "" : reloaded.message()}});
+    }
+    sig = WaitForSignal(signals, std::chrono::milliseconds(1000));
+  }
 
   // Drain.
   Log(LogLevel::kInfo, "draining",
@@ -435,7 +486,8 @@ int RunServer(const ServerConfig& config) {
   std::thread grpc_shutdown([&server, grpc_deadline] { server->Shutdown(grpc_deadline); });
   bool cut_short = false;
   while (state.in_flight() > 0 && Clock::now() < deadline) {
-    if (WaitForSignal(signals, std::chrono::milliseconds(10)) != 0) {
+    const int again = WaitForSignal(signals, std::chrono::milliseconds(10));
+    if (again == SIGTERM || again == SIGINT) {
       cut_short = true;
       break;
     }

@@ -360,6 +360,26 @@ const std::vector<Setting>& Settings() {
        0,
        {"auto", "on", "off"},
        "gRPC server reflection: on, off, or auto (on without API keys, off with them)"},
+      {"tls_cert_file",
+       &ServerConfig::tls_cert_file,
+       0,
+       0,
+       {},
+       "PEM certificate chain of the gRPC and HTTP ports (with --tls-key-file); empty: plaintext"},
+      {"tls_key_file", &ServerConfig::tls_key_file, 0, 0, {}, "PEM private key of the certificate"},
+      {"tls_client_ca_file",
+       &ServerConfig::tls_client_ca_file,
+       0,
+       0,
+       {},
+       "PEM CA certificates: clients must present a certificate one of them signed (mTLS); "
+       "empty: no client certificates"},
+      {"tls_refresh_seconds",
+       &ServerConfig::tls_refresh_seconds,
+       1,
+       86400,
+       {},
+       "how often the TLS files are checked for changes (also reloaded on SIGHUP)"},
       {"drain_grace_seconds",
        &ServerConfig::drain_grace_seconds,
        0,
@@ -660,6 +680,12 @@ StatusOr<ServerConfig> LoadServerConfig(
     return InvalidArgumentError(
         "semantic_cache needs an embedding model (--embedding-model DIR, e.g. "
         "models/all-minilm-l6-v2)");
+  }
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return InvalidArgumentError("tls_cert_file and tls_key_file must be given together");
+  }
+  if (!config.tls_client_ca_file.empty() && config.tls_cert_file.empty()) {
+    return InvalidArgumentError("tls_client_ca_file needs tls_cert_file and tls_key_file");
   }
   return config;
 }

@@ -6,8 +6,9 @@
 // is wrapped (ParseCheckedUnaryHandler, ParseCheckedStreamHandler): bytes that do not parse reach
 // the service as an empty request marked refused, and the service's `refuse` callback ends the
 // call with INVALID_ARGUMENT and a message from DescribeUnparsable ("field
-// 'chat.messages[1].content' is not valid UTF-8"). RouteProtobufLogs sends protobuf's own log
-// lines through Log; the lines a parse of client bytes writes are debug (the refusal says it).
+// 'chat.messages[1].content' is not valid UTF-8"). RouteLibraryLogs sends protobuf's (and
+// gRPC's) own log lines through Log; the lines a parse of client bytes writes are debug (the
+// refusal says it).
 //
 // Thread rules: the handlers are called by gRPC on any thread; DescribeUnparsable is pure.
 #pragma once
@@ -39,8 +40,9 @@ std::string DescribeUnparsable(const google::protobuf::Descriptor& type, grpc_by
 // the .proto), for Service::MarkMethodCallback.
 int MethodIndex(std::string_view service, std::string_view method);
 
-// Routes protobuf's log lines to Log (call once, before serving).
-void RouteProtobufLogs();
+// Routes protobuf's and gRPC's own log lines to Log, in the server's format (call once, before
+// serving). gRPC's errors are mostly a peer's doing (a failed TLS handshake): they log as warn.
+void RouteLibraryLogs();
 
 // While alive, protobuf log lines of this thread come from parsing a client's bytes.
 class ClientParseScope {

@@ -114,6 +114,13 @@ struct ServerConfig {
   std::string api_keys_file;
   std::string grpc_reflection = "auto";  // "auto", "on", "off"
 
+  // TLS on the gRPC and HTTP ports (tls_identity.h): PEM certificate chain and key; with a
+  // client CA, clients must present a certificate it signed (mTLS). "" = plaintext.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  int32_t tls_refresh_seconds = 10;  // how often changed files are picked up
+
   // Lifecycle and logs.
   double drain_grace_seconds = 30;
   std::string log_level = "info";

@@ -125,16 +125,34 @@ class StreamCall {
 
 }  // namespace
 
+namespace {
+
+// HTTPS when there is an identity: each handshake presents its current certificate.
+std::unique_ptr<httplib::Server> MakeServer(const std::shared_ptr<TlsIdentity>& tls) {
+  if (tls == nullptr) return std::make_unique<httplib::Server>();
+  return std::make_unique<httplib::SSLServer>([tls](SSL_CTX& ctx) {
+    tls->InstallOn(&ctx);
+    return true;
+  });
+}
+
+}  // namespace
+
 struct HttpFrontend::Impl {
   ServingState* state;
   HttpOptions options;
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> server_owner;
+  httplib::Server& server;
   std::thread thread;
   int port = 0;
   int64_t started = UnixSeconds();
   std::atomic<bool> running{false};
 
-  Impl(ServingState* s, HttpOptions o) : state(s), options(std::move(o)) {}
+  Impl(ServingState* s, HttpOptions o)
+      : state(s),
+        options(std::move(o)),
+        server_owner(MakeServer(options.tls)),
+        server(*server_owner) {}
 
   // Counts a refused call by its code and answers it.
   void Refuse(httplib::Response& res, const Status& status, Endpoint endpoint) {
@@ -347,6 +365,7 @@ Status HttpFrontend::Start() {
   const int threads = std::max(1, m.options.threads);
   m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   m.server.set_payload_max_length(m.options.max_body_bytes);
+  if (!m.server.is_valid()) return InternalError("cannot set up TLS for the HTTP API");
   // The listening socket, as cpp-httplib creates it (the last one it tries is the one bound).
   int listen_fd = -1;
   m.server.set_socket_options([&listen_fd](socket_t sock) {

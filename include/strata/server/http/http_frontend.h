@@ -31,6 +31,7 @@
 #include "strata/server/api_keys.h"
 #include "strata/server/cache_admin.h"
 #include "strata/server/serving_state.h"
+#include "strata/server/tls_identity.h"
 
 namespace strata::server::http {
 
@@ -48,6 +49,9 @@ struct HttpOptions {
   // Every route but /health needs an API key (api_keys.h): 401 without a valid one, 429 with
   // Retry-After over its limits. Null: no keys needed.
   ApiKeys* api_keys = nullptr;
+  // HTTPS (and mTLS with a client CA) with this identity, reloaded as its files change; null:
+  // plain HTTP.
+  std::shared_ptr<TlsIdentity> tls;
 };
 
 class HttpFrontend {

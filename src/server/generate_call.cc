@@ -56,9 +56,13 @@ void FillUsage(const engine::StreamChunk& last, v1::Usage* usage, v1::Timing* ti
 }
 
 // What an OnCancel means: gRPC calls it for a client's cancel and for an expired deadline alike.
+// gRPC's deadline timer runs on its own clock and may fire a little before the deadline as the
+// system clock reads it, so a cancel that close to the deadline is the deadline's.
 CallRecorder::Cancel CancelKind(std::chrono::system_clock::time_point deadline) {
-  return std::chrono::system_clock::now() >= deadline ? CallRecorder::Cancel::kDeadline
-                                                      : CallRecorder::Cancel::kClient;
+  constexpr auto kTimerSlack = std::chrono::milliseconds(100);
+  return std::chrono::system_clock::now() + kTimerSlack >= deadline
+             ? CallRecorder::Cancel::kDeadline
+             : CallRecorder::Cancel::kClient;
 }
 
 // A request the call submitted: its engine stream, id and seed.
@@ -85,19 +89,22 @@ Status CancelStatus(CallRecorder::Cancel cancel) {
              : Status(StatusCode::kCancelled, "the request was cancelled");
 }
 
-class UnaryGenerate final : public grpc::ServerUnaryReactor,
-                            public std::enable_shared_from_this<UnaryGenerate> {
+// What both Generate reactors share: the call exists before its request is translated; Start
+// submits the translation's result (or ends the call with its error, or with the cancel that
+// came meanwhile), a cancel reaches the engine once submitted, and the call owns itself until
+// gRPC calls OnDone. `Derived` provides Pump() (the engine's chunks to the client, under mutex_)
+// and OnSubmitted(const Submitted&) (called under mutex_).
+template <class Reactor, class Derived>
+class GenerateCall : public Reactor {
  public:
-  UnaryGenerate(const CallEnv& env, std::chrono::system_clock::time_point deadline,
-                v1::GenerateResponse* response)
-      : env_(env), response_(response), deadline_(deadline) {}
+  GenerateCall(const CallEnv& env, std::chrono::system_clock::time_point deadline)
+      : env_(env), deadline_(deadline) {}
 
-  void Begin(std::shared_ptr<UnaryGenerate> self) {
+  void Begin(std::shared_ptr<Derived> self) {
     env_.in_flight->fetch_add(1);
     self_ = std::move(self);
   }
 
-  // The translation's result: submitted, or the call ends with its error.
   void Start(StatusOr<TranslatedRequest> translated) {
     std::unique_lock<std::mutex> lock(mutex_);
     StatusOr<Submitted> submitted = cancel_ != CallRecorder::Cancel::kNone
@@ -107,15 +114,14 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
       env_.metrics->CountError(StatusCodeName(submitted.status().code()));
       finished_ = true;
       lock.unlock();
-      Finish(ToGrpcStatus(submitted.status()));
+      this->Finish(ToGrpcStatus(submitted.status()));
       return;
     }
     stream_ = std::move(submitted->stream);
     recorder_.emplace(env_.metrics, std::move(submitted->request_id), env_.key);
-    response_->set_request_id(recorder_->request_id());
-    response_->set_seed(submitted->seed);
+    static_cast<Derived*>(this)->OnSubmitted(*submitted);
     lock.unlock();
-    std::weak_ptr<UnaryGenerate> weak = self_;
+    std::weak_ptr<Derived> weak = self_;
     stream_->SetListener([weak] {
       if (auto call = weak.lock()) call->Pump();
     });
@@ -136,7 +142,32 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
     self_.reset();  // may delete this
   }
 
+ protected:
+  bool cancelled() const { return cancel_ != CallRecorder::Cancel::kNone; }
+
+  const CallEnv env_;
+  const std::chrono::system_clock::time_point deadline_;
+  std::mutex mutex_;                               // guards everything below but self_
+  std::shared_ptr<engine::RequestStream> stream_;  // set once submitted
+  std::optional<CallRecorder> recorder_;           // set once submitted
+  bool finished_ = false;
+  CallRecorder::Cancel cancel_ = CallRecorder::Cancel::kNone;
+
  private:
+  std::shared_ptr<Derived> self_;
+};
+
+class UnaryGenerate final : public GenerateCall<grpc::ServerUnaryReactor, UnaryGenerate> {
+ public:
+  UnaryGenerate(const CallEnv& env, std::chrono::system_clock::time_point deadline,
+                v1::GenerateResponse* response)
+      : GenerateCall(env, deadline), response_(response) {}
+
+  void OnSubmitted(const Submitted& submitted) {
+    response_->set_request_id(recorder_->request_id());
+    response_->set_seed(submitted.seed);
+  }
+
   void Pump() {
     std::unique_lock<std::mutex> lock(mutex_);
     if (finished_) return;
@@ -157,60 +188,16 @@ class UnaryGenerate final : public grpc::ServerUnaryReactor,
     }
   }
 
-  const CallEnv env_;
-  v1::GenerateResponse* const response_;
-  const std::chrono::system_clock::time_point deadline_;
-  std::mutex mutex_;                               // guards everything below but self_
-  std::shared_ptr<engine::RequestStream> stream_;  // set once submitted
-  std::optional<CallRecorder> recorder_;           // set once submitted
-  bool finished_ = false;
-  CallRecorder::Cancel cancel_ = CallRecorder::Cancel::kNone;
-  std::shared_ptr<UnaryGenerate> self_;
+ private:
+  v1::GenerateResponse* const response_;  // guarded by mutex_
 };
 
-class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse>,
-                             public std::enable_shared_from_this<StreamGenerate> {
+class StreamGenerate final
+    : public GenerateCall<grpc::ServerWriteReactor<v1::GenerateStreamResponse>, StreamGenerate> {
  public:
-  StreamGenerate(const CallEnv& env, std::chrono::system_clock::time_point deadline)
-      : env_(env), deadline_(deadline) {}
+  using GenerateCall::GenerateCall;
 
-  void Begin(std::shared_ptr<StreamGenerate> self) {
-    env_.in_flight->fetch_add(1);
-    self_ = std::move(self);
-  }
-
-  // The translation's result: submitted, or the call ends with its error.
-  void Start(StatusOr<TranslatedRequest> translated) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    StatusOr<Submitted> submitted = cancel_ != CallRecorder::Cancel::kNone
-                                        ? StatusOr<Submitted>(CancelStatus(cancel_))
-                                        : Submit(env_, std::move(translated));
-    if (!submitted.ok()) {
-      env_.metrics->CountError(StatusCodeName(submitted.status().code()));
-      finished_ = true;
-      lock.unlock();
-      Finish(ToGrpcStatus(submitted.status()));
-      return;
-    }
-    stream_ = std::move(submitted->stream);
-    recorder_.emplace(env_.metrics, std::move(submitted->request_id), env_.key);
-    seed_ = submitted->seed;
-    lock.unlock();
-    std::weak_ptr<StreamGenerate> weak = self_;
-    stream_->SetListener([weak] {
-      if (auto call = weak.lock()) call->Pump();
-    });
-  }
-
-  void OnCancel() override {
-    std::shared_ptr<engine::RequestStream> stream;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      cancel_ = CancelKind(deadline_);
-      stream = stream_;  // null until submitted: Start then sees cancel_
-    }
-    if (stream != nullptr) env_.engine->Cancel(stream->id());
-  }
+  void OnSubmitted(const Submitted& submitted) { seed_ = submitted.seed; }
 
   void OnWriteDone(bool ok) override {
     {
@@ -221,12 +208,6 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
     Pump();
   }
 
-  void OnDone() override {
-    env_.in_flight->fetch_sub(1);
-    self_.reset();  // may delete this
-  }
-
- private:
   // Takes every chunk that arrived into one message and writes it, unless a write is in flight
   // (its completion calls Pump again).
   void Pump() {
@@ -264,20 +245,12 @@ class StreamGenerate final : public grpc::ServerWriteReactor<v1::GenerateStreamR
     StartWrite(&message_);
   }
 
-  bool cancelled() const { return cancel_ != CallRecorder::Cancel::kNone; }
-
-  const CallEnv env_;
-  const std::chrono::system_clock::time_point deadline_;
-  std::mutex mutex_;                               // guards everything below but self_
-  std::shared_ptr<engine::RequestStream> stream_;  // set once submitted
-  std::optional<CallRecorder> recorder_;           // set once submitted
+ private:
+  // Guarded by mutex_.
   uint64_t seed_ = 0;
   v1::GenerateStreamResponse message_;  // owned by gRPC while writing_
   bool writing_ = false;
-  bool finished_ = false;
-  CallRecorder::Cancel cancel_ = CallRecorder::Cancel::kNone;
   bool write_failed_ = false;
-  std::shared_ptr<StreamGenerate> self_;
 };
 
 class RefusedStream final : public grpc::ServerWriteReactor<v1::GenerateStreamResponse> {

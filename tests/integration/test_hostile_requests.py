@@ -81,7 +81,8 @@ def test_an_expired_deadline_is_counted_as_deadline_exceeded(server):
                              timeout=0.5)
     assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert server.wait_metric(
-        lambda s: s.metric("strata_request_errors_total", 'code="DEADLINE_EXCEEDED"') >= 1)
+        lambda s: s.metric("strata_request_errors_total", 'code="DEADLINE_EXCEEDED"') >= 1,
+        timeout=30)
     assert server.metric("strata_request_errors_total", 'code="CANCELLED"') == before_cancelled
     assert server.wait_metric(idle_kv)
 

@@ -4,26 +4,26 @@
 // an empty message, and protobuf writes its complaint ("String field ... contains invalid UTF-8")
 // to stderr in its own format. The wire contract says INVALID_ARGUMENT, so each method's handler
 // is wrapped (ParseCheckedUnaryHandler, ParseCheckedStreamHandler): bytes that do not parse reach
-// the service as an empty request marked refused, and the service's `refuse` callback ends the
-// call with INVALID_ARGUMENT and a message from DescribeUnparsable ("field
-// 'chat.messages[1].content' is not valid UTF-8"). RouteLibraryLogs sends protobuf's (and
-// gRPC's) own log lines through Log; the lines a parse of client bytes writes are debug (the
-// refusal says it).
+// the service as an empty request marked refused (the mark travels in the request itself), and the
+// service's `refuse` callback ends the call with INVALID_ARGUMENT and a message from
+// DescribeUnparsable ("field 'chat.messages[1].content' is not valid UTF-8"). RouteLibraryLogs
+// sends protobuf's (and gRPC's) own log lines through Log; the lines a parse of client bytes writes
+// are debug (the refusal says it).
 //
 // Thread rules: the handlers are called by gRPC on any thread; DescribeUnparsable is pure.
 #pragma once
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <google/protobuf/unknown_field_set.h>
 #include <grpc/byte_buffer.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/server_callback_handlers.h>
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 
 #include "strata/common/status.h"
@@ -55,34 +55,37 @@ class ClientParseScope {
 
 namespace internal {
 
-// The refusals of one method: the request objects whose bytes did not parse, each with why.
-class ParseFailures {
- public:
-  void Add(const void* request, Status status) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    failures_[request] = std::move(status);
-  }
-  // The refusal of `request` (removed), or OK when its bytes parsed.
-  Status Take(const void* request) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = failures_.find(request);
-    if (it == failures_.end()) return OkStatus();
-    Status status = std::move(it->second);
-    failures_.erase(it);
-    return status;
-  }
+// A refused request carries its refusal in itself: an unknown length-delimited field with the
+// highest field number protobuf allows, holding the message (a client that sends such a field
+// itself only gets its own call refused).
+inline constexpr int kRefusalField = 536870911;
 
- private:
-  std::mutex mutex_;
-  std::unordered_map<const void*, Status> failures_;
-};
+inline void MarkRefused(google::protobuf::Message* request, const std::string& message) {
+  request->Clear();
+  request->GetReflection()->MutableUnknownFields(request)->AddLengthDelimited(kRefusalField,
+                                                                              message);
+}
+
+// The refusal a request carries (INVALID_ARGUMENT), or OK.
+inline Status RefusalOf(const google::protobuf::Message& request) {
+  const google::protobuf::UnknownFieldSet& unknown =
+      request.GetReflection()->GetUnknownFields(request);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& field = unknown.field(i);
+    if (field.number() == kRefusalField &&
+        field.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      return InvalidArgumentError(field.length_delimited());
+    }
+  }
+  return OkStatus();
+}
 
 // Parses as gRPC does (`parse`); on failure, describes the bytes (kept by reference to the same
-// slices, since the parse consumes them), records the refusal against `placeholder()` (an empty
-// request the call then carries) and reports OK, so that the call reaches the service's handler.
+// slices, since the parse consumes them), marks `placeholder()` (an empty request the call then
+// carries) refused and reports OK, so that the call reaches the service's handler.
 template <class Request, class Parse, class Placeholder>
 void* ParseChecked(grpc_byte_buffer* bytes, grpc::Status* status, Parse parse,
-                   Placeholder placeholder, ParseFailures* failures) {
+                   Placeholder placeholder) {
   // Another reference to the same slices: the parse consumes `bytes`.
   std::unique_ptr<grpc_byte_buffer, void (*)(grpc_byte_buffer*)> kept(
       bytes != nullptr ? grpc_byte_buffer_copy(bytes) : nullptr, &grpc_byte_buffer_destroy);
@@ -93,12 +96,11 @@ void* ParseChecked(grpc_byte_buffer* bytes, grpc::Status* status, Parse parse,
   }
   if (status->ok()) return request;
   const std::string why = DescribeUnparsable(*Request::descriptor(), kept.get());
-  Request* empty = placeholder();
-  empty->Clear();
-  failures->Add(empty, InvalidArgumentError("the request does not parse as " +
-                                            Request::descriptor()->full_name() + ": " + why));
+  Request* refused = placeholder();
+  MarkRefused(refused,
+              "the request does not parse as " + Request::descriptor()->full_name() + ": " + why);
   *status = grpc::Status::OK;
-  return empty;
+  return refused;
 }
 
 }  // namespace internal
@@ -115,7 +117,7 @@ class ParseCheckedUnaryHandler final : public grpc::internal::MethodHandler {
   ParseCheckedUnaryHandler(Handler handler, Refuse refuse)
       : inner_([this, handler = std::move(handler), refuse = std::move(refuse)](
                    grpc::CallbackServerContext* ctx, const Request* request, Response* response) {
-          Status failed = failures_.Take(request);
+          Status failed = internal::RefusalOf(*request);
           return failed.ok() ? handler(ctx, request, response) : refuse(ctx, failed);
         }) {}
 
@@ -129,12 +131,10 @@ class ParseCheckedUnaryHandler final : public grpc::internal::MethodHandler {
         [handler_data] {
           // gRPC's handler keeps its request/response holder even when the parse fails.
           return static_cast<grpc::MessageHolder<Request, Response>*>(*handler_data)->request();
-        },
-        &failures_);
+        });
   }
 
  private:
-  internal::ParseFailures failures_;
   grpc::internal::CallbackUnaryHandler<Request, Response> inner_;
 };
 
@@ -150,7 +150,7 @@ class ParseCheckedStreamHandler final : public grpc::internal::MethodHandler {
   ParseCheckedStreamHandler(Handler handler, Refuse refuse)
       : inner_([this, handler = std::move(handler), refuse = std::move(refuse)](
                    grpc::CallbackServerContext* ctx, const Request* request) {
-          Status failed = failures_.Take(request);
+          Status failed = internal::RefusalOf(*request);
           return failed.ok() ? handler(ctx, request) : refuse(ctx, failed);
         }) {}
 
@@ -166,12 +166,10 @@ class ParseCheckedStreamHandler final : public grpc::internal::MethodHandler {
           // one, which the call destroys when it is done, as it would gRPC's.
           return new (grpc::g_core_codegen_interface->grpc_call_arena_alloc(call, sizeof(Request)))
               Request();
-        },
-        &failures_);
+        });
   }
 
  private:
-  internal::ParseFailures failures_;
   grpc::internal::CallbackServerStreamingHandler<Request, Response> inner_;
 };
 

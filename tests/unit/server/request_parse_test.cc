@@ -42,5 +42,16 @@ TEST(DescribeUnparsable, NamesTruncatedAndMistypedFieldsAndNeverFails) {
   for (int c = 0; c < 256; ++c) EXPECT_FALSE(Why(std::string(7, static_cast<char>(c))).empty());
 }
 
+TEST(RefusalOf, AMarkedRequestCarriesItsRefusalAndOthersNone) {
+  v1::GenerateRequest request;
+  request.set_prompt("hello");
+  EXPECT_TRUE(internal::RefusalOf(request).ok());
+  internal::MarkRefused(&request, "the request does not parse: why");
+  EXPECT_FALSE(request.has_prompt());
+  const Status refused = internal::RefusalOf(request);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(), "the request does not parse: why");
+}
+
 }  // namespace
 }  // namespace strata::server

@@ -240,14 +240,17 @@ void ApiKeys::Charge(size_t index, int64_t prompt_tokens, int64_t completion_tok
   key.tokens -= static_cast<double>(prompt_tokens + completion_tokens);
 }
 
-ApiKeyLease::~ApiKeyLease() {
-  if (holds_stream_) keys_->Release(index_);
+ApiKeyLease::~ApiKeyLease() { ReleaseStream(); }
+
+void ApiKeyLease::ReleaseStream() {
+  if (holds_stream_.exchange(false)) keys_->Release(index_);
 }
 
 const std::string& ApiKeyLease::key_name() const { return keys_->keys_[index_]->entry.name; }
 
-void ApiKeyLease::Charge(int64_t prompt_tokens, int64_t completion_tokens) {
+void ApiKeyLease::End(int64_t prompt_tokens, int64_t completion_tokens) {
   keys_->Charge(index_, prompt_tokens, completion_tokens);
+  ReleaseStream();
 }
 
 }  // namespace strata::server

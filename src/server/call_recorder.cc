@@ -38,7 +38,7 @@ Status CallRecorder::OnLast(const engine::StreamChunk& last, Cancel cancel) {
       last.usage.completion_tokens > 0 ? last.timing.time_to_first_token_seconds : -1;
   record.e2e_seconds = last.timing.total_seconds;
   metrics_->ObserveRequest(record);
-  if (key_ != nullptr) key_->Charge(record.prompt_tokens, record.completion_tokens);
+  if (key_ != nullptr) key_->End(record.prompt_tokens, record.completion_tokens);
 
   Status status;
   if (reason == sampling::FinishReason::kCancelled) {

@@ -112,6 +112,7 @@ class GenerateCall : public Reactor {
                                         : Submit(env_, std::move(translated));
     if (!submitted.ok()) {
       env_.metrics->CountError(StatusCodeName(submitted.status().code()));
+      if (env_.key != nullptr) env_.key->End(0, 0);  // its slot is free before the client hears
       finished_ = true;
       lock.unlock();
       this->Finish(ToGrpcStatus(submitted.status()));

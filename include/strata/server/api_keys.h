@@ -18,6 +18,7 @@
 // Thread rules: every method may be called from any thread; `metrics` must outlive the keys.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,8 +53,9 @@ StatusOr<std::vector<ApiKeyEntry>> ReadApiKeysFile(const std::string& path);
 
 class ApiKeys;
 
-// An admitted call's hold on its key: the stream slot (released with the lease) and the tokens
-// to charge when the call ends.
+// An admitted call's hold on its key: the stream slot and the tokens to charge when the call
+// ends. End releases the slot before the client hears the call's end (so a client's next call
+// finds it free); the destructor releases it for a call that never got that far.
 class ApiKeyLease {
  public:
   ~ApiKeyLease();
@@ -61,16 +63,17 @@ class ApiKeyLease {
   ApiKeyLease& operator=(const ApiKeyLease&) = delete;
 
   const std::string& key_name() const;
-  // Charges a generation call's tokens to the key (once, when the call ends).
-  void Charge(int64_t prompt_tokens, int64_t completion_tokens);
+  // The call ended: charges its tokens to the key and releases its stream slot (once).
+  void End(int64_t prompt_tokens, int64_t completion_tokens);
 
  private:
   friend class ApiKeys;
   ApiKeyLease(ApiKeys* keys, size_t index, bool holds_stream)
       : keys_(keys), index_(index), holds_stream_(holds_stream) {}
+  void ReleaseStream();
   ApiKeys* keys_;
   size_t index_;
-  bool holds_stream_;
+  std::atomic<bool> holds_stream_;
 };
 
 struct KeyAdmission {

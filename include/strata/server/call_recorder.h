@@ -20,7 +20,8 @@ namespace strata::server {
 
 class CallRecorder {
  public:
-  // `key`: the caller's API key lease, charged the call's tokens at the end (null: keys off).
+  // `key`: the caller's API key lease, charged the call's tokens and freed of its stream slot
+  // at the end, before the client hears of it (null: keys off).
   CallRecorder(metrics::ServerMetrics* metrics, std::string request_id,
                std::shared_ptr<ApiKeyLease> key = nullptr);
 

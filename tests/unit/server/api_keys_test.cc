@@ -86,7 +86,7 @@ TEST_F(ApiKeysTest, OnlyAKnownKeyAsBearerIsAdmittedAndRefusalsSayNothingElse) {
   KeyAdmission ok = keys.Admit("Bearer bob-secret", true);
   ASSERT_TRUE(ok.status.ok()) << ok.status.ToString();
   EXPECT_EQ(ok.lease->key_name(), "bob");
-  ok.lease->Charge(7, 3);
+  ok.lease->End(7, 3);
   const std::string text = metrics_.Serialize();
   EXPECT_EQ(Sample(text, "strata_api_key_requests_total{key=\"bob\"}"), 1);
   EXPECT_EQ(Sample(text, "strata_api_key_tokens_total{key=\"bob\",kind=\"prompt\"}"), 7);
@@ -116,7 +116,7 @@ TEST_F(ApiKeysTest, TokensAreChargedWhenACallEndsAndADebtHoldsTheNextGenerationB
   ApiKeys keys = Make({0, /*tokens_per_minute=*/600, 0});
   KeyAdmission first = keys.Admit("Bearer alice-secret", true);
   ASSERT_TRUE(first.status.ok());
-  first.lease->Charge(500, 200);  // 100 tokens in debt
+  first.lease->End(500, 200);  // 100 tokens in debt
   KeyAdmission refused = keys.Admit("Bearer alice-secret", true);
   EXPECT_EQ(refused.status.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(refused.retry_after_seconds, 11);  // (100 + 1) tokens at 10 per second
@@ -133,7 +133,12 @@ TEST_F(ApiKeysTest, StreamsAreHeldByTheLeaseUntilTheCallEnds) {
   EXPECT_EQ(second.status.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(second.status.message().find("1 calls at once"), std::string::npos);
   EXPECT_TRUE(keys.Admit("Bearer alice-secret", false).status.ok());  // tokenize etc.: no slot
-  first.lease.reset();
+  first.lease->End(3, 4);  // the slot is free once the call ends, while the lease lives on
+  KeyAdmission next = keys.Admit("Bearer alice-secret", true);
+  ASSERT_TRUE(next.status.ok());
+  first.lease.reset();  // and released once only
+  EXPECT_EQ(keys.Admit("Bearer alice-secret", true).status.code(), StatusCode::kResourceExhausted);
+  next.lease.reset();  // a lease dropped without End frees its slot too
   EXPECT_TRUE(keys.Admit("Bearer alice-secret", true).status.ok());
 }
 

@@ -39,8 +39,8 @@ inline const tokenizer::Tokenizer& SmallTokenizer() {
       add(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0, TokenType::kByte);
     }
     float score = -1;
-    for (const char* p : {"a", "e", "h", "l", "o", "t", "he", "ll", "hello", "the", "user",
-                          "model", "\xe2\x96\x81", "\xe2\x96\x81the"}) {
+    for (const char* p : {"a", "e", "h", "l", "o", "t", "he", "ll", "hello", "the", "user", "model",
+                          "\xe2\x96\x81", "\xe2\x96\x81the"}) {
       add(p, score -= 0.5f, TokenType::kNormal);
     }
     add("<start_of_turn>", 0, TokenType::kControl);

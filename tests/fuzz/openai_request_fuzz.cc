@@ -2,10 +2,9 @@
 // /v1/chat/completions (the first byte picks the endpoint): ParseOpenAiRequest must accept or
 // refuse without crashing; a refusal's OpenAI error body must be valid JSON carrying a status
 // of 400 (cpp-httplib would turn a throwing serializer into a 500).
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

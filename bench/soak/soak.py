@@ -317,6 +317,14 @@ def warm_up(server, seed=7, per_request=1800):
     do_burst(server, rng, Ledger())
 
 
+def wait_for_calls(slots):
+    """Returns once every call in flight has ended (each holds a slot; each is bounded)."""
+    for _ in range(MAX_IN_FLIGHT):
+        slots.acquire()
+    for _ in range(MAX_IN_FLIGHT):
+        slots.release()
+
+
 def measure_capacity(server, seconds=8.0, concurrency=8):
     """Completed short greedy requests per second, closed loop."""
     done = Counter()
@@ -512,21 +520,14 @@ def main():
                 # The mix itself once before the windows: gRPC's buffers and the allocator's
                 # arenas and thresholds reach their working set (large messages, many threads).
                 run_phase(server, ledger, rng, ctx["rate"], args.warmup_s, pool, slots, shed)
-                for _ in range(MAX_IN_FLIGHT):
-                    slots.acquire()
-                for _ in range(MAX_IN_FLIGHT):
-                    slots.release()
+                wait_for_calls(slots)
                 print(f"traffic warm-up done, server RSS {rss_kb(server.proc.pid)} kB", flush=True)
             traffic_start = time.monotonic()
             for phase in range(1, args.phases + 1):
                 run_phase(server, ledger, rng, ctx["rate"], args.duration_s / args.phases,
                           pool, slots, shed)
                 traffic_end = time.monotonic()
-                # The phase's calls end (each is bounded) before the idle check.
-                for _ in range(MAX_IN_FLIGHT):
-                    slots.acquire()
-                for _ in range(MAX_IN_FLIGHT):
-                    slots.release()
+                wait_for_calls(slots)  # the phase's calls end before the idle check
                 idle, secs, running = wait_idle(server)
                 ctx["idle"].append({"phase": phase, "idle": idle, "seconds": secs,
                                     "running": running})

@@ -48,10 +48,11 @@ struct CachingSubmitter::Member {
     chunk.from_cache = !leader;  // it computed nothing itself
     if (chunk.finish_reason.has_value()) {
       closed = true;
-      if (!leader) {  // timing from its own submit
-        chunk.timing.queue_seconds = 0;
-        chunk.timing.time_to_first_token_seconds = ttft_s;
-        chunk.timing.total_seconds = SecondsSince(submitted);
+      if (!leader) {  // timing from its own submit; no engine stage of its own
+        engine::RequestTiming own;
+        own.time_to_first_token_seconds = ttft_s;
+        own.total_seconds = SecondsSince(submitted);
+        chunk.timing = std::move(own);
       }
     }
     out->Push(std::move(chunk));

@@ -49,7 +49,8 @@ struct Engine::Live {
         sampler(request.params, request.prompt),
         output(request.params, tokenizer, end_of_generation_ids),
         wants_logprobs(request.params.logprobs > 0),
-        speculative(request.speculative) {}
+        speculative(request.speculative),
+        record_stages(request.record_stages) {}
 
   std::shared_ptr<RequestStream> stream;
   Clock::time_point submitted;
@@ -61,17 +62,64 @@ struct Engine::Live {
   bool wants_logprobs;
   bool speculative;               // the request allows drafts
   SequenceAcceptance acceptance;  // its drafts' record, for SpeculationPolicy
+  bool record_stages;             // keep its prefill chunks' times
+  std::vector<PrefillChunkTime> prefill_chunks;
+  int64_t prefill_chunks_dropped = 0;
+  int32_t preemptions = 0;
+  double detokenize_seconds = 0;  // in `output`
 };
+
+namespace {
+
+// `output.Append(...)`, timed into live->detokenize_seconds.
+template <class Fn>
+OutputProcessor::Output Timed(double* seconds, Fn&& fn) {
+  const Clock::time_point start = Clock::now();
+  OutputProcessor::Output o = fn();
+  *seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  return o;
+}
+
+}  // namespace
 
 void Engine::FillUsage(const Live& live, StreamChunk* last) {
   const auto since_submit = [&](Clock::time_point t) {
     return t == Clock::time_point() ? 0.0
                                     : std::chrono::duration<double>(t - live.submitted).count();
   };
+  const auto between = [](Clock::time_point from, Clock::time_point to) {
+    return from == Clock::time_point() || to == Clock::time_point()
+               ? 0.0
+               : std::chrono::duration<double>(to - from).count();
+  };
   last->usage = live.usage;
-  last->timing.queue_seconds = since_submit(live.first_scheduled);
-  last->timing.time_to_first_token_seconds = since_submit(live.first_token);
-  last->timing.total_seconds = since_submit(last->time);
+  RequestTiming& t = last->timing;
+  t.queue_seconds = since_submit(live.first_scheduled);
+  t.time_to_first_token_seconds = since_submit(live.first_token);
+  t.total_seconds = since_submit(last->time);
+  t.prefill_seconds = between(live.first_scheduled, live.first_token);
+  t.decode_seconds = between(live.first_token, last->time);
+  t.detokenize_seconds = live.detokenize_seconds;
+  t.stages.submitted = live.submitted;
+  t.stages.first_scheduled = live.first_scheduled;
+  t.stages.first_token = live.first_token;
+  t.stages.finished = last->time;
+  t.stages.prefill_chunks = live.prefill_chunks;
+  t.stages.prefill_chunks_dropped = live.prefill_chunks_dropped;
+  t.stages.preemptions = live.preemptions;
+}
+
+// The last chunk of a request that ends before it was scheduled (cancelled in the queue, or
+// at shutdown).
+StreamChunk Engine::UnscheduledLast(const Submission& s, sampling::FinishReason reason) {
+  StreamChunk last;
+  last.finish_reason = reason;
+  last.time = Clock::now();
+  last.usage.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
+  last.timing.total_seconds = std::chrono::duration<double>(last.time - s.submitted).count();
+  last.timing.stages.submitted = s.submitted;
+  last.timing.stages.finished = last.time;
+  return last;
 }
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(backend::Backend* backend,
@@ -162,12 +210,7 @@ void Engine::Stop() {
     std::vector<Submission> queued;
     queue_.Pop(queue_.size(), &queued);
     for (Submission& s : queued) {
-      StreamChunk last;
-      last.finish_reason = sampling::FinishReason::kCancelled;
-      last.time = Clock::now();
-      last.usage.prompt_tokens = static_cast<int64_t>(s.request.prompt.size());
-      last.timing.total_seconds = std::chrono::duration<double>(last.time - s.submitted).count();
-      s.stream->Push(std::move(last));
+      s.stream->Push(UnscheduledLast(s, sampling::FinishReason::kCancelled));
     }
     std::vector<RequestId> ids;
     for (const auto& [id, live] : live_) ids.push_back(id);
@@ -230,6 +273,7 @@ Status Engine::Step(bool* did_work) {
     PublishStats(&out);
     return status;
   }
+  RecordStages(out, start);
   scheduler_.OnStepDone(out);
   Postprocess(out);
   if (decode_only && options_.speculative.proposer != nullptr) {
@@ -257,13 +301,7 @@ void Engine::TakeCancellations() {
   for (RequestId id : ids) {
     Submission queued;
     if (queue_.Remove(id, &queued)) {
-      StreamChunk last;
-      last.finish_reason = sampling::FinishReason::kCancelled;
-      last.time = Clock::now();
-      last.usage.prompt_tokens = static_cast<int64_t>(queued.request.prompt.size());
-      last.timing.total_seconds =
-          std::chrono::duration<double>(last.time - queued.submitted).count();
-      queued.stream->Push(std::move(last));
+      queued.stream->Push(UnscheduledLast(queued, sampling::FinishReason::kCancelled));
       std::lock_guard<std::mutex> lock(stats_mutex_);
       ++stats_.cancelled_total;
       continue;
@@ -287,10 +325,8 @@ void Engine::TakeSubmissions() {
     auto live = std::make_unique<Live>(s.request, s.stream, *tokenizer_, end_of_generation_ids_);
     Status added = scheduler_.Add(std::move(seq));
     if (!added.ok()) {
-      StreamChunk last;
-      last.finish_reason = sampling::FinishReason::kError;
+      StreamChunk last = UnscheduledLast(s, sampling::FinishReason::kError);
       last.error = added;
-      last.time = Clock::now();
       s.stream->Push(std::move(last));
       std::lock_guard<std::mutex> lock(stats_mutex_);
       ++stats_.failed_total;
@@ -339,6 +375,23 @@ void Engine::ProposeDrafts() {
   }
 }
 
+void Engine::RecordStages(const SchedulerOutput& out, Clock::time_point start) {
+  for (const kv::SequenceId id : out.preempted) {
+    if (auto it = live_.find(id); it != live_.end()) ++it->second->preemptions;
+  }
+  const Clock::time_point end = Clock::now();
+  for (const ScheduledSequence& s : out.scheduled) {
+    if (s.start_pos >= s.seq->prompt_len) continue;  // a decode or verification chunk
+    Live& live = *live_.at(s.seq->id);
+    if (!live.record_stages) continue;
+    if (live.prefill_chunks.size() >= RequestStages::kMaxPrefillChunks) {
+      ++live.prefill_chunks_dropped;
+      continue;
+    }
+    live.prefill_chunks.push_back({start, end, s.start_pos, s.num_tokens});
+  }
+}
+
 void Engine::ForgetDrafts(RequestId id) {
   if (options_.speculative.proposer != nullptr) options_.speculative.proposer->Forget(id);
 }
@@ -367,8 +420,9 @@ void Engine::VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
     const int32_t token = live->sampler.Sample(runner_.row(row + static_cast<size_t>(i)));
     std::span<const sampling::SampleLogprobs> logprobs;
     if (live->wants_logprobs) logprobs = {&live->sampler.last_logprobs(), 1};
-    OutputProcessor::Output o =
-        live->output.Append(std::span<const int32_t>(&token, 1), logprobs, &live->sampler);
+    OutputProcessor::Output o = Timed(&live->detokenize_seconds, [&] {
+      return live->output.Append(std::span<const int32_t>(&token, 1), logprobs, &live->sampler);
+    });
     kept->token_ids.insert(kept->token_ids.end(), o.token_ids.begin(), o.token_ids.end());
     kept->logprobs.insert(kept->logprobs.end(), o.logprobs.begin(), o.logprobs.end());
     kept->text += o.text;
@@ -411,7 +465,9 @@ void Engine::Postprocess(const SchedulerOutput& out) {
       const int32_t token = sampled_[row++];
       std::span<const sampling::SampleLogprobs> logprobs;
       if (live.wants_logprobs) logprobs = {&live.sampler.last_logprobs(), 1};
-      o = live.output.Append(std::span<const int32_t>(&token, 1), logprobs, &live.sampler);
+      o = Timed(&live.detokenize_seconds, [&] {
+        return live.output.Append(std::span<const int32_t>(&token, 1), logprobs, &live.sampler);
+      });
       scheduler_.AppendTokens(id, o.token_ids);
     }
     generated += static_cast<int64_t>(o.token_ids.size());
@@ -442,7 +498,8 @@ void Engine::EndRequest(RequestId id, sampling::FinishReason reason, Status erro
   auto it = live_.find(id);
   STRATA_CHECK(it != live_.end());
   Live& live = *it->second;
-  OutputProcessor::Output last = live.output.Finish(reason);
+  OutputProcessor::Output last =
+      Timed(&live.detokenize_seconds, [&] { return live.output.Finish(reason); });
   StreamChunk chunk;
   chunk.text = std::move(last.text);
   chunk.finish_reason = reason;

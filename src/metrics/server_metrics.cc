@@ -94,6 +94,11 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
                            "(requests, tokens, streams)")
                        .Register(*registry_);
 
+  trace_spans_ = &prometheus::BuildCounter()
+                      .Name("strata_trace_spans_total")
+                      .Help("Trace spans, by result (exported, dropped, failed)")
+                      .Register(*registry_);
+
   cache_requests_ = &prometheus::BuildCounter()
                          .Name("strata_cache_requests_total")
                          .Help("Response-cache lookups, by cache, tier and result")
@@ -247,6 +252,10 @@ void ServerMetrics::CountKeyTokens(std::string_view key, int64_t prompt_tokens,
 
 void ServerMetrics::CountKeyRefusal(std::string_view key, std::string_view limit) {
   key_refusals_->Add({{"key", std::string(key)}, {"limit", std::string(limit)}}).Increment();
+}
+
+void ServerMetrics::CountTraceSpans(std::string_view result, int64_t spans) {
+  trace_spans_->Add({{"result", std::string(result)}}).Increment(static_cast<double>(spans));
 }
 
 void ServerMetrics::ObserveStep(const StepRecord& step) {

@@ -8,10 +8,11 @@
 namespace strata::server {
 
 CallRecorder::CallRecorder(metrics::ServerMetrics* metrics, std::string request_id,
-                           std::shared_ptr<ApiKeyLease> key)
-    : metrics_(metrics), request_id_(std::move(request_id)), key_(std::move(key)) {}
+                           std::shared_ptr<ApiKeyLease> key, CallTrace* trace)
+    : metrics_(metrics), request_id_(std::move(request_id)), key_(std::move(key)), trace_(trace) {}
 
 void CallRecorder::OnChunk(const engine::StreamChunk& chunk) {
+  if (trace_ != nullptr) trace_->Delivering();
   // Tokens a cache answered with were generated once, for another request: not counted again.
   if (chunk.token_ids.empty() || chunk.from_cache) return;
   const auto n = static_cast<int64_t>(chunk.token_ids.size());
@@ -58,6 +59,10 @@ Status CallRecorder::OnLast(const engine::StreamChunk& last, Cancel cancel) {
     status = last.error.ok() ? InternalError("the engine failed the request") : last.error;
   }
   if (!status.ok()) metrics_->CountError(StatusCodeName(status.code()));
+  if (trace_ != nullptr) {
+    trace_->SetAttribute("strata.request_id", request_id_);
+    trace_->End(last, status);
+  }
   Log(status.ok() || cancel != Cancel::kNone ? LogLevel::kInfo : LogLevel::kWarn,
       "request finished",
       {{"request_id", request_id_},
@@ -67,7 +72,8 @@ Status CallRecorder::OnLast(const engine::StreamChunk& last, Cancel cancel) {
        {"completion_tokens", std::to_string(record.completion_tokens)},
        {"ttft_ms", std::to_string(last.timing.time_to_first_token_seconds * 1000)},
        {"total_ms", std::to_string(last.timing.total_seconds * 1000)},
-       {"status", status.ok() ? "OK" : status.message()}});
+       {"status", status.ok() ? "OK" : status.message()},
+       {"trace_id", trace_ != nullptr ? trace_->trace_id() : ""}});
   return status;
 }
 

@@ -11,6 +11,7 @@
 #include "strata/common/logging.h"
 #include "strata/sampling/finish_reason.h"
 #include "strata/server/call_recorder.h"
+#include "strata/server/call_trace.h"
 
 namespace strata::server {
 namespace {
@@ -45,7 +46,8 @@ void AppendLogprobs(const engine::StreamChunk& chunk,
   }
 }
 
-void FillUsage(const engine::StreamChunk& last, v1::Usage* usage, v1::Timing* timing) {
+void FillUsage(const engine::StreamChunk& last, const CallTrace& trace, v1::Usage* usage,
+               v1::Timing* timing) {
   usage->set_prompt_tokens(static_cast<int32_t>(last.usage.prompt_tokens));
   usage->set_completion_tokens(static_cast<int32_t>(last.usage.completion_tokens));
   usage->set_cached_prompt_tokens(static_cast<int32_t>(last.usage.cached_prompt_tokens));
@@ -53,6 +55,28 @@ void FillUsage(const engine::StreamChunk& last, v1::Usage* usage, v1::Timing* ti
   timing->set_queue_seconds(last.timing.queue_seconds);
   timing->set_time_to_first_token_seconds(last.timing.time_to_first_token_seconds);
   timing->set_total_seconds(last.timing.total_seconds);
+  timing->set_tokenize_seconds(trace.tokenize_seconds());
+  timing->set_cache_lookup_seconds(trace.cache_lookup_seconds());
+  timing->set_prefill_seconds(last.timing.prefill_seconds);
+  timing->set_decode_seconds(last.timing.decode_seconds);
+  timing->set_detokenize_seconds(last.timing.detokenize_seconds);
+}
+
+// The caller's W3C trace context, if it sent one.
+std::string_view Traceparent(const grpc::CallbackServerContext& ctx) {
+  const auto it = ctx.client_metadata().find("traceparent");
+  if (it == ctx.client_metadata().end()) return {};
+  return {it->second.data(), it->second.size()};
+}
+
+// The call's trace, as a span of the method `method` of the Generation service.
+CallTrace GrpcCallTrace(const grpc::CallbackServerContext& ctx, const CallEnv& env,
+                        const char* method) {
+  CallTrace trace(Traceparent(ctx), std::string("strata.v1.Generation/") + method, env.spans);
+  trace.SetAttribute("rpc.system", std::string("grpc"));
+  trace.SetAttribute("rpc.service", std::string("strata.v1.Generation"));
+  trace.SetAttribute("rpc.method", std::string(method));
+  return trace;
 }
 
 // What an OnCancel means: gRPC calls it for a client's cancel and for an expired deadline alike.
@@ -72,11 +96,15 @@ struct Submitted {
   uint64_t seed = 0;
 };
 
-StatusOr<Submitted> Submit(const CallEnv& env, StatusOr<TranslatedRequest> translated) {
+StatusOr<Submitted> Submit(const CallEnv& env, StatusOr<TranslatedRequest> translated,
+                           CallTrace* trace) {
   if (!translated.ok()) return translated.status();
   std::string request_id = std::move(translated->request_id);
+  translated->request.record_stages = trace->recording();
+  trace->Submitting(translated->request.cache.cacheable);
   StatusOr<std::shared_ptr<engine::RequestStream>> stream =
       env.engine->Submit(std::move(translated->request));
+  trace->Submitted();
   if (!stream.ok()) return stream.status();
   if (request_id.empty()) request_id = "strata-" + std::to_string((*stream)->id());
   return Submitted{std::move(*stream), std::move(request_id), translated->seed};
@@ -97,8 +125,8 @@ Status CancelStatus(CallRecorder::Cancel cancel) {
 template <class Reactor, class Derived>
 class GenerateCall : public Reactor {
  public:
-  GenerateCall(const CallEnv& env, std::chrono::system_clock::time_point deadline)
-      : env_(env), deadline_(deadline) {}
+  GenerateCall(const CallEnv& env, std::chrono::system_clock::time_point deadline, CallTrace trace)
+      : env_(env), deadline_(deadline), trace_(std::move(trace)) {}
 
   void Begin(std::shared_ptr<Derived> self) {
     env_.in_flight->fetch_add(1);
@@ -107,11 +135,13 @@ class GenerateCall : public Reactor {
 
   void Start(StatusOr<TranslatedRequest> translated) {
     std::unique_lock<std::mutex> lock(mutex_);
+    trace_.Translated();
     StatusOr<Submitted> submitted = cancel_ != CallRecorder::Cancel::kNone
                                         ? StatusOr<Submitted>(CancelStatus(cancel_))
-                                        : Submit(env_, std::move(translated));
+                                        : Submit(env_, std::move(translated), &trace_);
     if (!submitted.ok()) {
       env_.metrics->CountError(StatusCodeName(submitted.status().code()));
+      trace_.End(submitted.status());
       if (env_.key != nullptr) env_.key->End(0, 0);  // its slot is free before the client hears
       finished_ = true;
       lock.unlock();
@@ -119,7 +149,7 @@ class GenerateCall : public Reactor {
       return;
     }
     stream_ = std::move(submitted->stream);
-    recorder_.emplace(env_.metrics, std::move(submitted->request_id), env_.key);
+    recorder_.emplace(env_.metrics, std::move(submitted->request_id), env_.key, &trace_);
     static_cast<Derived*>(this)->OnSubmitted(*submitted);
     lock.unlock();
     std::weak_ptr<Derived> weak = self_;
@@ -148,7 +178,8 @@ class GenerateCall : public Reactor {
 
   const CallEnv env_;
   const std::chrono::system_clock::time_point deadline_;
-  std::mutex mutex_;                               // guards everything below but self_
+  std::mutex mutex_;  // guards everything below but self_
+  CallTrace trace_;
   std::shared_ptr<engine::RequestStream> stream_;  // set once submitted
   std::optional<CallRecorder> recorder_;           // set once submitted
   bool finished_ = false;
@@ -160,9 +191,9 @@ class GenerateCall : public Reactor {
 
 class UnaryGenerate final : public GenerateCall<grpc::ServerUnaryReactor, UnaryGenerate> {
  public:
-  UnaryGenerate(const CallEnv& env, std::chrono::system_clock::time_point deadline,
+  UnaryGenerate(const CallEnv& env, std::chrono::system_clock::time_point deadline, CallTrace trace,
                 v1::GenerateResponse* response)
-      : GenerateCall(env, deadline), response_(response) {}
+      : GenerateCall(env, deadline, std::move(trace)), response_(response) {}
 
   void OnSubmitted(const Submitted& submitted) {
     response_->set_request_id(recorder_->request_id());
@@ -181,7 +212,8 @@ class UnaryGenerate final : public GenerateCall<grpc::ServerUnaryReactor, UnaryG
       if (!chunk.finish_reason) continue;
       const grpc::Status status = ToGrpcStatus(recorder_->OnLast(chunk, cancel_));
       response_->set_finish_reason(ToProto(*chunk.finish_reason));
-      FillUsage(chunk, response_->mutable_usage(), response_->mutable_timing());
+      FillUsage(chunk, trace_, response_->mutable_usage(), response_->mutable_timing());
+      response_->set_trace_id(trace_.trace_id());
       finished_ = true;
       lock.unlock();
       Finish(status);
@@ -227,7 +259,8 @@ class StreamGenerate final
       const grpc::Status status = ToGrpcStatus(recorder_->OnLast(chunk, cancel_));
       message_.set_request_id(recorder_->request_id());
       message_.set_finish_reason(ToProto(*chunk.finish_reason));
-      FillUsage(chunk, message_.mutable_usage(), message_.mutable_timing());
+      FillUsage(chunk, trace_, message_.mutable_usage(), message_.mutable_timing());
+      message_.set_trace_id(trace_.trace_id());
       message_.set_seed(seed_);
       finished_ = true;
       const bool write = status.ok() && !cancelled() && !write_failed_;
@@ -285,7 +318,8 @@ grpc::ServerWriteReactor<v1::GenerateStreamResponse>* RefuseStream(metrics::Serv
 grpc::ServerUnaryReactor* StartUnaryGenerate(const CallEnv& env, grpc::CallbackServerContext* ctx,
                                              v1::GenerateResponse* response,
                                              const std::function<void(TranslatedFn)>& translate) {
-  auto call = std::make_shared<UnaryGenerate>(env, ctx->deadline(), response);
+  auto call = std::make_shared<UnaryGenerate>(env, ctx->deadline(),
+                                              GrpcCallTrace(*ctx, env, "Generate"), response);
   call->Begin(call);
   translate([call](StatusOr<TranslatedRequest> translated) { call->Start(std::move(translated)); });
   return call.get();
@@ -294,7 +328,8 @@ grpc::ServerUnaryReactor* StartUnaryGenerate(const CallEnv& env, grpc::CallbackS
 grpc::ServerWriteReactor<v1::GenerateStreamResponse>* StartStreamGenerate(
     const CallEnv& env, grpc::CallbackServerContext* ctx,
     const std::function<void(TranslatedFn)>& translate) {
-  auto call = std::make_shared<StreamGenerate>(env, ctx->deadline());
+  auto call = std::make_shared<StreamGenerate>(env, ctx->deadline(),
+                                               GrpcCallTrace(*ctx, env, "GenerateStream"));
   call->Begin(call);
   translate([call](StatusOr<TranslatedRequest> translated) { call->Start(std::move(translated)); });
   return call.get();

@@ -40,6 +40,7 @@
 #include "strata/server/response_cache_setup.h"
 #include "strata/server/serving_model.h"
 #include "strata/server/tls_identity.h"
+#include "strata/trace/otlp_http_exporter.h"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "0.0.0"
@@ -300,7 +301,32 @@ int RunServer(const ServerConfig& config) {
              {"client_certificates", config.tls_client_ca_file.empty() ? "no" : "required"}});
   }
 
-  ServingState state(&metrics, config.log_prompts);
+  // Traces (--otlp-endpoint), exported in the background; the exporter outlives the calls.
+  std::unique_ptr<trace::OtlpHttpExporter> traces;
+  if (!config.otlp_endpoint.empty()) {
+    trace::OtlpOptions o;
+    o.endpoint = config.otlp_endpoint;
+    o.headers = *trace::ParseOtlpHeaders(config.otlp_headers);  // LoadServerConfig checked it
+    o.resource = {{"service.name", config.otlp_service_name},
+                  {"service.version", std::string(STRATA_VERSION)},
+                  {"strata.model", ServedModelName(config)}};
+    o.scope_name = "strata";
+    o.scope_version = STRATA_VERSION;
+    o.max_queue_spans = static_cast<size_t>(config.otlp_max_queue_spans);
+    o.on_spans = [&metrics](std::string_view result, int64_t spans) {
+      metrics.CountTraceSpans(result, spans);
+    };
+    StatusOr<std::unique_ptr<trace::OtlpHttpExporter>> exporter =
+        trace::OtlpHttpExporter::Create(std::move(o));
+    if (!exporter.ok()) {
+      Log(LogLevel::kError, "cannot export traces", {{"error", exporter.status().message()}});
+      return 1;
+    }
+    traces = std::move(*exporter);
+    LogInfo("exporting traces", {{"endpoint", config.otlp_endpoint}});
+  }
+
+  ServingState state(&metrics, config.log_prompts, traces.get());
   ServiceOptions service_options;
   service_options.api_keys = api_keys.get();
   GenerationService service(&state, service_options);
@@ -503,6 +529,7 @@ int RunServer(const ServerConfig& config) {
   grpc_shutdown.join();
   server->Wait();
   if (http_frontend) http_frontend->Stop();
+  if (traces) traces->Shutdown(std::chrono::seconds(2));  // the last calls' spans
   Log(LogLevel::kInfo, "stopped", {});
   return 0;
 }

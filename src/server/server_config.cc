@@ -8,6 +8,8 @@
 #include <sstream>
 #include <variant>
 
+#include "strata/trace/otlp_http_exporter.h"
+
 namespace strata::server {
 namespace {
 
@@ -380,6 +382,31 @@ const std::vector<Setting>& Settings() {
        86400,
        {},
        "how often the TLS files are checked for changes (also reloaded on SIGHUP)"},
+      {"otlp_endpoint",
+       &ServerConfig::otlp_endpoint,
+       0,
+       0,
+       {},
+       "OTLP/HTTP URL the traces of generation calls are exported to (protobuf), e.g. "
+       "http://127.0.0.1:4318/v1/traces; empty: traces are not exported"},
+      {"otlp_headers",
+       &ServerConfig::otlp_headers,
+       0,
+       0,
+       {},
+       "headers sent with each trace export, as key=value,key=value"},
+      {"otlp_service_name",
+       &ServerConfig::otlp_service_name,
+       0,
+       0,
+       {},
+       "the service.name of the exported traces"},
+      {"otlp_max_queue_spans",
+       &ServerConfig::otlp_max_queue_spans,
+       16,
+       int64_t{1} << 20,
+       {},
+       "spans waiting for export at most; a trace that does not fit is dropped and counted"},
       {"drain_grace_seconds",
        &ServerConfig::drain_grace_seconds,
        0,
@@ -686,6 +713,20 @@ StatusOr<ServerConfig> LoadServerConfig(
   }
   if (!config.tls_client_ca_file.empty() && config.tls_cert_file.empty()) {
     return InvalidArgumentError("tls_client_ca_file needs tls_cert_file and tls_key_file");
+  }
+  if (!config.otlp_endpoint.empty()) {
+    if (StatusOr<trace::OtlpEndpoint> url = trace::ParseOtlpEndpoint(config.otlp_endpoint);
+        !url.ok()) {
+      return InvalidArgumentError("otlp_endpoint: " + url.status().message());
+    }
+  }
+  if (StatusOr<std::vector<std::pair<std::string, std::string>>> headers =
+          trace::ParseOtlpHeaders(config.otlp_headers);
+      !headers.ok()) {
+    return InvalidArgumentError("otlp_headers: " + headers.status().message());
+  }
+  if (config.otlp_service_name.empty()) {
+    return InvalidArgumentError("otlp_service_name must not be empty");
   }
   return config;
 }

@@ -22,9 +22,11 @@ size_t TextBytes(const GenerationInput& input) {
 
 }  // namespace
 
-ServingState::ServingState(metrics::ServerMetrics* metrics, bool log_prompts)
+ServingState::ServingState(metrics::ServerMetrics* metrics, bool log_prompts,
+                           trace::SpanSink* spans)
     : metrics_(metrics),
       log_prompts_(log_prompts),
+      spans_(spans),
       seed_source_(std::random_device{}()),
       encoders_(kEncoderOptions) {}
 
@@ -88,7 +90,7 @@ StatusOr<TranslatedRequest> ServingState::TranslateWaiting(const ServingModel& m
 CallEnv ServingState::EnvFor(ServingModel& model, std::shared_ptr<ApiKeyLease> key) {
   engine::RequestSubmitter* submitter =
       model.submitter != nullptr ? model.submitter : model.engine.get();
-  return CallEnv{submitter, metrics_, &in_flight_, std::move(key)};
+  return CallEnv{submitter, metrics_, &in_flight_, std::move(key), spans_};
 }
 
 }  // namespace strata::server

@@ -32,6 +32,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -165,8 +166,12 @@ class Engine final : public RequestSubmitter {
   // Samples a drafted chunk's rows from `row` on and keeps tokens while they match the draft.
   void VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
                    OutputProcessor::Output* kept);
+  // A step's preemptions, and the prompt chunks it ran for requests that record stages (its
+  // forward began at `start` and ended now).
+  void RecordStages(const SchedulerOutput& out, std::chrono::steady_clock::time_point start);
   void EndRequest(RequestId id, sampling::FinishReason reason, Status error);
   static void FillUsage(const Live& live, StreamChunk* last);
+  static StreamChunk UnscheduledLast(const Submission& s, sampling::FinishReason reason);
   void PublishStats(const SchedulerOutput* out);
 
   backend::Backend* backend_;

@@ -39,6 +39,9 @@ struct Request {
   // either way (speculation is exact); a client may opt out, e.g. to measure without it.
   bool speculative = true;
   CachePolicy cache;
+  // Record when each forward over its prompt ran (RequestStages::prefill_chunks), for a trace
+  // of the request. The other stage times are kept for every request.
+  bool record_stages = false;
 };
 
 }  // namespace strata::engine

@@ -37,12 +37,43 @@ struct RequestUsage {
   int64_t cached_prompt_tokens = 0;
 };
 
-// Where a finished request's time went, in seconds from its Submit (on its last chunk). A
-// request that never reached a stage reports 0 for it.
+// One forward over part of a request's prompt (or over its prompt and generated tokens again,
+// after a preemption), for traces.
+struct PrefillChunkTime {
+  std::chrono::steady_clock::time_point start;  // the step's forward began
+  std::chrono::steady_clock::time_point end;    // ... and ended
+  int64_t start_position = 0;                   // the first position it computed
+  int64_t tokens = 0;                           // positions it computed
+};
+
+// When a request reached each stage (steady clock; the epoch for a stage it never reached).
+struct RequestStages {
+  // Prefill chunks recorded per request at most; later ones are counted in
+  // prefill_chunks_dropped.
+  static constexpr size_t kMaxPrefillChunks = 128;
+
+  std::chrono::steady_clock::time_point submitted;
+  std::chrono::steady_clock::time_point first_scheduled;
+  std::chrono::steady_clock::time_point first_token;
+  std::chrono::steady_clock::time_point finished;
+  // Only for a request with Request::record_stages.
+  std::vector<PrefillChunkTime> prefill_chunks;
+  int64_t prefill_chunks_dropped = 0;
+  int32_t preemptions = 0;
+};
+
+// Where a finished request's time went, in seconds (on its last chunk). A request that never
+// reached a stage reports 0 for it.
 struct RequestTiming {
-  double queue_seconds = 0;                // until first scheduled
-  double time_to_first_token_seconds = 0;  // until its first token
-  double total_seconds = 0;                // until it finished
+  double queue_seconds = 0;                // Submit -> first scheduled
+  double time_to_first_token_seconds = 0;  // Submit -> first token
+  double total_seconds = 0;                // Submit -> finished
+  double prefill_seconds = 0;              // first scheduled -> first token
+  double decode_seconds = 0;               // first token -> finished
+  // Time the engine spent turning the request's tokens into text and checking stop strings
+  // (part of its steps, within prefill and decode).
+  double detokenize_seconds = 0;
+  RequestStages stages;
 };
 
 struct StreamChunk {

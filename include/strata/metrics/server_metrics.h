@@ -120,6 +120,10 @@ class ServerMetrics {
   void CountKeyTokens(std::string_view key, int64_t prompt_tokens, int64_t completion_tokens);
   void CountKeyRefusal(std::string_view key, std::string_view limit);
 
+  // Trace spans by what became of them: "exported", "dropped" (the export queue was full) or
+  // "failed" (the collector did not take them).
+  void CountTraceSpans(std::string_view result, int64_t spans);
+
   // The exposition in Prometheus' text format (what /metrics serves).
   std::string Serialize() const;
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -161,6 +165,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* key_requests_ = nullptr;  // {key}
   prometheus::Family<prometheus::Counter>* key_tokens_ = nullptr;    // {key, kind}
   prometheus::Family<prometheus::Counter>* key_refusals_ = nullptr;  // {key, limit}
+  prometheus::Family<prometheus::Counter>* trace_spans_ = nullptr;   // {result}
   prometheus::Family<prometheus::Counter>* embedding_requests_ = nullptr;
   prometheus::Counter* embedding_texts_ = nullptr;
   prometheus::Counter* embedding_tokens_ = nullptr;

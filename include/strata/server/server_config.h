@@ -121,6 +121,13 @@ struct ServerConfig {
   std::string tls_client_ca_file;
   int32_t tls_refresh_seconds = 10;  // how often changed files are picked up
 
+  // Tracing (call_trace.h): generation calls' spans are exported over OTLP/HTTP (protobuf) to
+  // this URL ("http://collector:4318/v1/traces"); "" = not exported.
+  std::string otlp_endpoint;
+  std::string otlp_headers;                  // "key=value,..." sent with each export
+  std::string otlp_service_name = "strata";  // the service.name resource attribute
+  int64_t otlp_max_queue_spans = 4096;       // spans waiting for export at most (more are dropped)
+
   // Lifecycle and logs.
   double drain_grace_seconds = 30;
   std::string log_level = "info";

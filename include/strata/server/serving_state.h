@@ -25,6 +25,7 @@
 #include "strata/server/generation_input.h"
 #include "strata/server/request_translator.h"
 #include "strata/server/serving_model.h"
+#include "strata/trace/span.h"
 
 namespace strata::server {
 
@@ -34,12 +35,14 @@ struct CallEnv {
   metrics::ServerMetrics* metrics = nullptr;
   std::atomic<int64_t>* in_flight = nullptr;  // calls accepted and not yet done
   std::shared_ptr<ApiKeyLease> key;           // the caller's API key, when keys are on
+  trace::SpanSink* spans = nullptr;           // where calls' traces go (null: nowhere)
 };
 
 class ServingState {
  public:
-  // `log_prompts`: prompt text in the debug log line of each translated request.
-  ServingState(metrics::ServerMetrics* metrics, bool log_prompts);
+  // `log_prompts`: prompt text in the debug log line of each translated request. `spans`:
+  // where the traces of generation calls go (null: nowhere); must outlive the state.
+  ServingState(metrics::ServerMetrics* metrics, bool log_prompts, trace::SpanSink* spans = nullptr);
 
   // Loading -> serving. Call once.
   void Activate(ServingModel* model);
@@ -68,10 +71,12 @@ class ServingState {
   CallEnv EnvFor(ServingModel& model, std::shared_ptr<ApiKeyLease> key = nullptr);
   int64_t in_flight() const { return in_flight_.load(); }
   metrics::ServerMetrics* metrics() const { return metrics_; }
+  trace::SpanSink* spans() const { return spans_; }
 
  private:
   metrics::ServerMetrics* metrics_;
   bool log_prompts_;
+  trace::SpanSink* spans_;
   std::atomic<ServingModel*> model_{nullptr};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};

@@ -49,10 +49,11 @@ int64_t UnixSeconds() {
 class StreamCall {
  public:
   StreamCall(const CallEnv& env, std::shared_ptr<engine::RequestStream> stream, std::string id,
-             Responder responder, Endpoint endpoint)
+             CallTrace trace, Responder responder, Endpoint endpoint)
       : env_(env),
         stream_(std::move(stream)),
-        recorder_(env.metrics, std::move(id), env.key),
+        trace_(std::move(trace)),
+        recorder_(env.metrics, std::move(id), env.key, &trace_),
         responder_(std::move(responder)),
         endpoint_(endpoint) {}
 
@@ -117,6 +118,7 @@ class StreamCall {
 
   CallEnv env_;
   std::shared_ptr<engine::RequestStream> stream_;
+  CallTrace trace_;  // before recorder_, which points to it
   CallRecorder recorder_;
   Responder responder_;
   Endpoint endpoint_;
@@ -216,29 +218,41 @@ struct HttpFrontend::Impl {
     std::shared_ptr<ApiKeyLease> key;
     if (!Admit(req, res, /*generation=*/true, endpoint, &key)) return;
     const bool chat = endpoint == Endpoint::kChatCompletions;
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    CallTrace trace(req.get_header_value("traceparent"), "POST " + path, state->spans());
+    trace.SetAttribute("http.request.method", std::string("POST"));
+    trace.SetAttribute("url.path", path);
+    res.set_header("X-Trace-Id", trace.trace_id());
+    const auto refuse = [&](const Status& status) {
+      trace.End(status);
+      Refuse(res, status, endpoint);
+    };
     OpenAiRequest parsed;
     ApiError bad;
     if (!ParseOpenAiRequest(endpoint, req.body, chat ? 0 : options.completions_max_tokens, &parsed,
                             &bad)) {
       state->metrics()->CountError(StatusCodeName(StatusCode::kInvalidArgument));
+      trace.End(InvalidArgumentError(bad.message));
       return SendError(res, bad);
     }
     StatusOr<ServingModel*> serving = state->Serving();
-    if (!serving.ok()) return Refuse(res, serving.status(), endpoint);
+    if (!serving.ok()) return refuse(serving.status());
     ServingModel& model = **serving;
-    if (Status known = KnownModel(parsed.model, model); !known.ok()) {
-      return Refuse(res, known, endpoint);
-    }
+    if (Status known = KnownModel(parsed.model, model); !known.ok()) return refuse(known);
     if (parsed.input.request_id.empty() && req.has_header("X-Request-Id")) {
       parsed.input.request_id = req.get_header_value("X-Request-Id");
     }
     StatusOr<TranslatedRequest> translated = state->TranslateWaiting(model, parsed.input);
-    if (!translated.ok()) return Refuse(res, translated.status(), endpoint);
+    trace.Translated();
+    if (!translated.ok()) return refuse(translated.status());
     const CallEnv env = state->EnvFor(model, std::move(key));
     const std::string client_id = translated->request_id;
+    translated->request.record_stages = trace.recording();
+    trace.Submitting(translated->request.cache.cacheable);
     StatusOr<std::shared_ptr<engine::RequestStream>> submitted =
         env.engine->Submit(std::move(translated->request));
-    if (!submitted.ok()) return Refuse(res, submitted.status(), endpoint);
+    trace.Submitted();
+    if (!submitted.ok()) return refuse(submitted.status());
     std::shared_ptr<engine::RequestStream> stream = std::move(*submitted);
     env.in_flight->fetch_add(1);
 
@@ -257,8 +271,8 @@ struct HttpFrontend::Impl {
     Responder responder(ctx);
 
     if (parsed.stream) {
-      auto call = std::make_shared<StreamCall>(env, std::move(stream), ctx.id, std::move(responder),
-                                               endpoint);
+      auto call = std::make_shared<StreamCall>(env, std::move(stream), ctx.id, std::move(trace),
+                                               std::move(responder), endpoint);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
@@ -267,7 +281,7 @@ struct HttpFrontend::Impl {
       return;
     }
 
-    CallRecorder recorder(env.metrics, ctx.id, env.key);
+    CallRecorder recorder(env.metrics, ctx.id, env.key, &trace);
     engine::StreamChunk chunk;
     while (stream->Next(&chunk)) {
       recorder.OnChunk(chunk);

@@ -242,6 +242,56 @@ TEST_F(EngineTest, BatchedChunkedRequestsMatchTheirSoloOutputs) {
   }
 }
 
+TEST_F(EngineTest, StagesAreTimedAndPrefillChunksRecordedWhenAsked) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.scheduler.long_prefill_chunk = 5;
+  auto engine = MakeEngine(backend.get(), options);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 2; ++i) {
+    Request r;
+    r.prompt = Prompt(i, 17);
+    r.params = Greedy(4);
+    r.record_stages = i == 0;
+    auto s = engine->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+  }
+  std::vector<Output> out = Drain(*engine, streams);
+
+  const RequestTiming& t = out[0].timing;
+  const RequestStages& st = t.stages;
+  // 17 prompt positions in chunks of at most 5, contiguous, in order, between the first
+  // schedule and the first token.
+  ASSERT_EQ(st.prefill_chunks.size(), 4u);
+  int64_t position = 0;
+  auto previous_end = st.first_scheduled;
+  for (const PrefillChunkTime& c : st.prefill_chunks) {
+    EXPECT_EQ(c.start_position, position);
+    EXPECT_GE(c.tokens, 1);
+    EXPECT_LE(c.tokens, 5);
+    EXPECT_LE(previous_end, c.start);
+    EXPECT_LE(c.start, c.end);
+    position += c.tokens;
+    previous_end = c.end;
+  }
+  EXPECT_EQ(position, 17);
+  EXPECT_EQ(st.prefill_chunks_dropped, 0);
+  EXPECT_LE(st.submitted, st.first_scheduled);
+  EXPECT_LE(previous_end, st.first_token);
+  EXPECT_LE(st.first_token, st.finished);
+  EXPECT_GT(t.prefill_seconds, 0);
+  EXPECT_GT(t.decode_seconds, 0);
+  EXPECT_NEAR(t.queue_seconds + t.prefill_seconds + t.decode_seconds, t.total_seconds, 1e-6);
+  EXPECT_GT(t.detokenize_seconds, 0);
+  EXPECT_LT(t.detokenize_seconds, t.total_seconds);
+
+  // Without record_stages: the same stage times, no chunk list.
+  EXPECT_TRUE(out[1].timing.stages.prefill_chunks.empty());
+  EXPECT_NE(out[1].timing.stages.first_token, std::chrono::steady_clock::time_point());
+  EXPECT_GT(out[1].timing.prefill_seconds, 0);
+}
+
 TEST_F(EngineTest, ASecondRequestWithTheSamePromptHitsThePrefixCache) {
   auto backend = MakeBackend(int64_t{1} << 20);
   auto engine = MakeEngine(backend.get(), {});

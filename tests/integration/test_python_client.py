@@ -98,6 +98,8 @@ def test_greedy_generate_repeats_and_matches_the_raw_stub(client, server):
     assert first.usage.prompt_tokens == raw.usage.prompt_tokens
     assert first.usage.completion_tokens == 8 and first.usage.total_tokens > 8
     assert 0 < first.timing.total_seconds and first.seed != 0
+    assert 0 < first.timing.decode_seconds < first.timing.total_seconds
+    assert len(first.trace_id) == 32 and first.trace_id != second.trace_id
     with_logprobs = client.generate(PROMPT, max_tokens=2, temperature=0, logprobs=2)
     assert [lp.chosen.token_id for lp in with_logprobs.logprobs] == first.token_ids[:2]
     assert all(len(lp.top) == 2 and lp.chosen.logprob <= 0 for lp in with_logprobs.logprobs)

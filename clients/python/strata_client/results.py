@@ -67,10 +67,18 @@ class Timing:
     queue_seconds: float                # submitted -> first scheduled
     time_to_first_token_seconds: float  # submitted -> first token
     total_seconds: float                # submitted -> finished
+    # Per stage (0 for a stage the request did not go through; docs/tracing.md).
+    tokenize_seconds: float = 0.0      # call received -> prompt encoded
+    cache_lookup_seconds: float = 0.0  # the response-cache lookup of a cacheable request
+    prefill_seconds: float = 0.0       # first scheduled -> first token
+    decode_seconds: float = 0.0        # first token -> finished
+    detokenize_seconds: float = 0.0    # server time turning tokens into text (within the above)
 
     @staticmethod
     def from_proto(m: pb.Timing) -> Timing:
-        return Timing(m.queue_seconds, m.time_to_first_token_seconds, m.total_seconds)
+        return Timing(m.queue_seconds, m.time_to_first_token_seconds, m.total_seconds,
+                      m.tokenize_seconds, m.cache_lookup_seconds, m.prefill_seconds,
+                      m.decode_seconds, m.detokenize_seconds)
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,7 @@ class Completion:
     logprobs: list[TokenLogprobs]  # one per token when asked for with logprobs=N, else empty
     seed: int                      # the seed used (drawn by the server when not given)
     request_id: str
+    trace_id: str = ""             # the call's W3C trace id (32 hex digits)
 
     @staticmethod
     def from_proto(m: pb.GenerateResponse) -> Completion:
@@ -114,7 +123,7 @@ class Completion:
             finish_reason=FinishReason.from_proto(m.finish_reason),
             usage=Usage.from_proto(m.usage), timing=Timing.from_proto(m.timing),
             logprobs=[TokenLogprobs.from_proto(lp) for lp in m.logprobs], seed=m.seed,
-            request_id=m.request_id)
+            request_id=m.request_id, trace_id=m.trace_id)
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,7 @@ class StreamChunk:
     timing: Optional[Timing]
     seed: Optional[int]
     request_id: str
+    trace_id: str = ""  # on the last chunk
 
     @property
     def is_last(self) -> bool:
@@ -145,7 +155,7 @@ class StreamChunk:
             logprobs=[TokenLogprobs.from_proto(lp) for lp in m.logprobs], finish_reason=reason,
             usage=Usage.from_proto(m.usage) if last else None,
             timing=Timing.from_proto(m.timing) if last else None,
-            seed=m.seed if last else None, request_id=m.request_id)
+            seed=m.seed if last else None, request_id=m.request_id, trace_id=m.trace_id)
 
 
 @dataclass(frozen=True)

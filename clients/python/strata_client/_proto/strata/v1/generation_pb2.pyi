@@ -119,14 +119,24 @@ class Usage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_prompt_tokens: _Optional[int] = ..., cached: _Optional[bool] = ...) -> None: ...
 
 class Timing(_message.Message):
-    __slots__ = ("queue_seconds", "time_to_first_token_seconds", "total_seconds")
+    __slots__ = ("queue_seconds", "time_to_first_token_seconds", "total_seconds", "tokenize_seconds", "cache_lookup_seconds", "prefill_seconds", "decode_seconds", "detokenize_seconds")
     QUEUE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TIME_TO_FIRST_TOKEN_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_LOOKUP_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DETOKENIZE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     queue_seconds: float
     time_to_first_token_seconds: float
     total_seconds: float
-    def __init__(self, queue_seconds: _Optional[float] = ..., time_to_first_token_seconds: _Optional[float] = ..., total_seconds: _Optional[float] = ...) -> None: ...
+    tokenize_seconds: float
+    cache_lookup_seconds: float
+    prefill_seconds: float
+    decode_seconds: float
+    detokenize_seconds: float
+    def __init__(self, queue_seconds: _Optional[float] = ..., time_to_first_token_seconds: _Optional[float] = ..., total_seconds: _Optional[float] = ..., tokenize_seconds: _Optional[float] = ..., cache_lookup_seconds: _Optional[float] = ..., prefill_seconds: _Optional[float] = ..., decode_seconds: _Optional[float] = ..., detokenize_seconds: _Optional[float] = ...) -> None: ...
 
 class TokenLogprob(_message.Message):
     __slots__ = ("token_id", "logprob")
@@ -145,7 +155,7 @@ class TokenLogprobs(_message.Message):
     def __init__(self, chosen: _Optional[_Union[TokenLogprob, _Mapping]] = ..., top: _Optional[_Iterable[_Union[TokenLogprob, _Mapping]]] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("request_id", "text", "token_ids", "finish_reason", "usage", "timing", "logprobs", "seed")
+    __slots__ = ("request_id", "text", "token_ids", "finish_reason", "usage", "timing", "logprobs", "seed", "trace_id")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +164,7 @@ class GenerateResponse(_message.Message):
     TIMING_FIELD_NUMBER: _ClassVar[int]
     LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     text: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -162,10 +173,11 @@ class GenerateResponse(_message.Message):
     timing: Timing
     logprobs: _containers.RepeatedCompositeFieldContainer[TokenLogprobs]
     seed: int
-    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., logprobs: _Optional[_Iterable[_Union[TokenLogprobs, _Mapping]]] = ..., seed: _Optional[int] = ...) -> None: ...
+    trace_id: str
+    def __init__(self, request_id: _Optional[str] = ..., text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., logprobs: _Optional[_Iterable[_Union[TokenLogprobs, _Mapping]]] = ..., seed: _Optional[int] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class GenerateStreamResponse(_message.Message):
-    __slots__ = ("request_id", "token_ids", "text", "logprobs", "finish_reason", "usage", "timing", "seed")
+    __slots__ = ("request_id", "token_ids", "text", "logprobs", "finish_reason", "usage", "timing", "seed", "trace_id")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +186,7 @@ class GenerateStreamResponse(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     text: str
@@ -182,7 +195,8 @@ class GenerateStreamResponse(_message.Message):
     usage: Usage
     timing: Timing
     seed: int
-    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[TokenLogprobs, _Mapping]]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+    trace_id: str
+    def __init__(self, request_id: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., text: _Optional[str] = ..., logprobs: _Optional[_Iterable[_Union[TokenLogprobs, _Mapping]]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., seed: _Optional[int] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class TokenizeRequest(_message.Message):
     __slots__ = ("text", "chat", "add_special", "parse_special")

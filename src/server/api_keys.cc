@@ -140,6 +140,7 @@ struct ApiKeys::Key {
   double tokens = 0;    // token bucket (tpm); may go negative after a charge
   double refilled_at = 0;
   int64_t streams = 0;
+  bool revoked = false;  // removed by a Reload: admits nothing (guarded by table_mutex_)
 };
 
 ApiKeys::ApiKeys(std::vector<ApiKeyEntry> entries, metrics::ServerMetrics* metrics, Clock clock)
@@ -156,6 +157,61 @@ ApiKeys::ApiKeys(std::vector<ApiKeyEntry> entries, metrics::ServerMetrics* metri
 }
 
 ApiKeys::~ApiKeys() = default;
+
+size_t ApiKeys::size() const {
+  std::shared_lock<std::shared_mutex> table(table_mutex_);
+  return static_cast<size_t>(
+      std::count_if(keys_.begin(), keys_.end(), [](const auto& key) { return !key->revoked; }));
+}
+
+ApiKeys::ReloadResult ApiKeys::Reload(std::vector<ApiKeyEntry> entries) {
+  std::unique_lock<std::shared_mutex> table(table_mutex_);
+  const double now = clock_();
+  ReloadResult result;
+  std::vector<bool> kept(keys_.size(), false);
+  for (ApiKeyEntry& entry : entries) {
+    auto it = std::find_if(keys_.begin(), keys_.end(),
+                           [&](const auto& key) { return key->entry.name == entry.name; });
+    if (it == keys_.end()) {
+      auto key = std::make_unique<Key>();
+      key->requests = static_cast<double>(entry.limits.requests_per_minute);
+      key->tokens = static_cast<double>(entry.limits.tokens_per_minute);
+      key->refilled_at = now;
+      key->entry = std::move(entry);
+      keys_.push_back(std::move(key));
+      kept.push_back(true);
+      ++result.added;
+      continue;
+    }
+    Key& key = **it;
+    kept[static_cast<size_t>(it - keys_.begin())] = true;
+    const ApiKeyLimits& old = key.entry.limits;
+    const ApiKeyLimits& now_limits = entry.limits;
+    const bool changed = key.revoked || key.entry.sha256_hex != entry.sha256_hex ||
+                         old.requests_per_minute != now_limits.requests_per_minute ||
+                         old.tokens_per_minute != now_limits.tokens_per_minute ||
+                         old.max_streams != now_limits.max_streams;
+    if (!changed) continue;
+    std::lock_guard<std::mutex> lock(key.mutex);
+    RefillLocked(key, now);
+    // A bucket that had no limit starts full; one that had keeps what is left, within the new.
+    const auto rebase = [](double level, int64_t before, int64_t after) {
+      return before <= 0 ? static_cast<double>(after) : std::min(level, static_cast<double>(after));
+    };
+    key.requests = rebase(key.requests, old.requests_per_minute, now_limits.requests_per_minute);
+    key.tokens = rebase(key.tokens, old.tokens_per_minute, now_limits.tokens_per_minute);
+    key.entry = std::move(entry);
+    key.revoked = false;
+    ++result.changed;
+  }
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    if (!kept[i] && !keys_[i]->revoked) {
+      keys_[i]->revoked = true;
+      ++result.removed;
+    }
+  }
+  return result;
+}
 
 void ApiKeys::RefillLocked(Key& key, double now) {
   const double elapsed = std::max(0.0, now - key.refilled_at);
@@ -177,10 +233,11 @@ KeyAdmission ApiKeys::Admit(std::string_view authorization, bool generation) {
   const std::string_view presented = authorization.substr(kBearer.size());
   const std::string hash = cache::Sha256Hex(
       std::span(reinterpret_cast<const uint8_t*>(presented.data()), presented.size()));
+  std::shared_lock<std::shared_mutex> table(table_mutex_);
   // Every stored hash is compared, whichever matches.
   size_t found = keys_.size();
   for (size_t i = 0; i < keys_.size(); ++i) {
-    if (ConstantTimeEquals(hash, keys_[i]->entry.sha256_hex)) found = i;
+    if (ConstantTimeEquals(hash, keys_[i]->entry.sha256_hex) && !keys_[i]->revoked) found = i;
   }
   if (presented.empty() || found == keys_.size()) {
     out.status = Unauthenticated();
@@ -226,12 +283,14 @@ KeyAdmission ApiKeys::Admit(std::string_view authorization, bool generation) {
 }
 
 void ApiKeys::Release(size_t index) {
+  std::shared_lock<std::shared_mutex> table(table_mutex_);
   Key& key = *keys_[index];
   std::lock_guard<std::mutex> lock(key.mutex);
   --key.streams;
 }
 
 void ApiKeys::Charge(size_t index, int64_t prompt_tokens, int64_t completion_tokens) {
+  std::shared_lock<std::shared_mutex> table(table_mutex_);
   Key& key = *keys_[index];
   metrics_->CountKeyTokens(key.entry.name, prompt_tokens, completion_tokens);
   if (key.entry.limits.tokens_per_minute <= 0) return;
@@ -246,7 +305,11 @@ void ApiKeyLease::ReleaseStream() {
   if (holds_stream_.exchange(false)) keys_->Release(index_);
 }
 
-const std::string& ApiKeyLease::key_name() const { return keys_->keys_[index_]->entry.name; }
+const std::string& ApiKeyLease::key_name() const {
+  // A key keeps its name through reloads, and its Key never moves.
+  std::shared_lock<std::shared_mutex> table(keys_->table_mutex_);
+  return keys_->keys_[index_]->entry.name;
+}
 
 void ApiKeyLease::End(int64_t prompt_tokens, int64_t completion_tokens) {
   keys_->Charge(index_, prompt_tokens, completion_tokens);

@@ -19,8 +19,10 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -76,7 +78,7 @@ constexpr int kMetricsRequestTimeoutMs = 5000;
 // gRPC: a connection must finish its handshake (up to the client's HTTP/2 SETTINGS) within this.
 constexpr int kGrpcHandshakeTimeoutMs = 10000;
 
-// SIGTERM and SIGINT drain; SIGHUP reloads the TLS files.
+// SIGTERM and SIGINT drain; SIGHUP reloads the TLS files and the API keys file.
 sigset_t HandledSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -190,6 +192,39 @@ int LogCivetMessage(const mg_connection* /*connection*/, const char* message) {
   return 1;
 }
 
+// A file's modification time and size: what tells that it changed.
+struct FileStamp {
+  std::filesystem::file_time_type mtime;
+  uintmax_t size = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+std::optional<FileStamp> StampOf(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::file_time_type mtime = std::filesystem::last_write_time(path, error);
+  if (error) return std::nullopt;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (error) return std::nullopt;
+  return FileStamp{mtime, size};
+}
+
+// Reads the keys file again into `keys`; a file that cannot be read or parsed leaves the keys
+// as they were.
+void ReloadApiKeys(ApiKeys* keys, const std::string& path, std::string_view why) {
+  StatusOr<std::vector<ApiKeyEntry>> entries = ReadApiKeysFile(path);
+  if (!entries.ok()) {
+    Log(LogLevel::kWarn, "API keys reload failed; keeping the old keys",
+        {{"reason", why}, {"error", entries.status().message()}});
+    return;
+  }
+  const ApiKeys::ReloadResult r = keys->Reload(std::move(*entries));
+  LogInfo("API keys reloaded", {{"reason", why},
+                                {"keys", std::to_string(keys->size())},
+                                {"added", std::to_string(r.added)},
+                                {"changed", std::to_string(r.changed)},
+                                {"removed", std::to_string(r.removed)}});
+}
+
 }  // namespace
 
 int RunServer(const ServerConfig& config) {
@@ -272,7 +307,9 @@ int RunServer(const ServerConfig& config) {
 
   // Who may call (--api-keys-file); the keys outlive every call, so they come before the state.
   std::unique_ptr<ApiKeys> api_keys;
+  std::optional<FileStamp> api_keys_stamp;  // what the keys were read from
   if (!config.api_keys_file.empty()) {
+    api_keys_stamp = StampOf(config.api_keys_file);
     StatusOr<std::vector<ApiKeyEntry>> entries = ReadApiKeysFile(config.api_keys_file);
     if (!entries.ok()) {
       Log(LogLevel::kError, "cannot use the API keys file",
@@ -486,6 +523,16 @@ int RunServer(const ServerConfig& config) {
           reloaded.ok() ? "TLS certificate reloaded"
                         : "TLS certificate reload failed; keeping the old one",
           {{"signal", "SIGHUP"}, {"error", reloaded.ok() ? "" : reloaded.message()}});
+    }
+    if (api_keys != nullptr) {
+      // On SIGHUP, and when the file changed (checked every second: a mounted secret's update
+      // sends no signal).
+      const std::optional<FileStamp> stamp = StampOf(config.api_keys_file);
+      if (sig == SIGHUP || (stamp.has_value() && stamp != api_keys_stamp)) {
+        ReloadApiKeys(api_keys.get(), config.api_keys_file,
+                      sig == SIGHUP ? "SIGHUP" : "the file changed");
+        api_keys_stamp = stamp;
+      }
     }
     sig = WaitForSignal(signals, std::chrono::milliseconds(1000));
   }

@@ -6,6 +6,7 @@ one message that reveals nothing else; health stays open and reflection is off. 
 delay. Per-key usage is in /metrics by the key's name, and no key appears in the log or metrics.
 """
 import hashlib
+import signal
 import threading
 import time
 import urllib.error
@@ -158,3 +159,43 @@ def test_usage_is_counted_by_key_name_and_no_key_is_exposed(server):
     text = server.metrics_text()
     for key in KEYS.values():
         assert key not in text and sha256(key) not in text
+
+
+def test_the_keys_file_is_reloaded_when_it_changes_and_on_sighup(tmp_path):
+    keys_file = tmp_path / "api_keys"
+    keys_file.write_text(f"alice {sha256(KEYS['alice'])}\n")
+    s = Server("--api-keys-file", str(keys_file))
+    try:
+        s.wait_serving()
+        request = pb.GenerateRequest(prompt="Hi", sampling=greedy(1))
+
+        def code(key):
+            try:
+                s.stub.Generate(request, metadata=bearer(key), timeout=30)
+                return grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                return e.code()
+
+        assert code(KEYS["alice"]) == grpc.StatusCode.OK
+        assert code(KEYS["bob"]) == grpc.StatusCode.UNAUTHENTICATED
+        # A changed file is picked up without a signal (a mounted secret's update sends none).
+        keys_file.write_text(f"bob {sha256(KEYS['bob'])}\n")
+        deadline = time.monotonic() + 15
+        while code(KEYS["bob"]) != grpc.StatusCode.OK and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert code(KEYS["bob"]) == grpc.StatusCode.OK
+        assert code(KEYS["alice"]) == grpc.StatusCode.UNAUTHENTICATED
+        # A broken file keeps the keys there are.
+        keys_file.write_text("bob not-a-hash\n")
+        s.signal(signal.SIGHUP)
+        assert s.wait_metric(lambda _: "API keys reload failed" in s.log())
+        assert code(KEYS["bob"]) == grpc.StatusCode.OK
+        keys_file.write_text(f"alice {sha256(KEYS['alice'])}\nbob {sha256(KEYS['bob'])}\n")
+        s.signal(signal.SIGHUP)
+        assert s.wait_metric(lambda _: "reason=SIGHUP keys=2" in s.log())
+        assert code(KEYS["alice"]) == grpc.StatusCode.OK
+    finally:
+        log = s.log()
+        assert s.stop() == 0, log
+    for key in KEYS.values():
+        assert key not in log

@@ -15,6 +15,11 @@
 // when it ends, and the next call of a key in debt waits until the bucket is positive again).
 // The key itself is never logged nor kept: only its name and hash.
 //
+// Reload replaces the entries without a restart (the server calls it on SIGHUP and when the
+// file changes): keys are matched by name, so a key that stays keeps its buckets and calls in
+// flight (its hash and limits may change); a key that is gone is refused from then on, its
+// calls in flight finishing normally; a new key starts with full buckets.
+//
 // Thread rules: every method may be called from any thread; `metrics` must outlive the keys.
 #pragma once
 
@@ -23,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,7 +100,16 @@ class ApiKeys {
   // also needs a stream slot and a positive token bucket.
   KeyAdmission Admit(std::string_view authorization, bool generation);
 
-  size_t size() const { return keys_.size(); }
+  // What a Reload changed, by key name.
+  struct ReloadResult {
+    size_t added = 0;
+    size_t changed = 0;  // hash or limits
+    size_t removed = 0;
+  };
+  ReloadResult Reload(std::vector<ApiKeyEntry> entries);
+
+  // Keys that admit calls.
+  size_t size() const;
 
  private:
   friend class ApiKeyLease;
@@ -103,6 +118,9 @@ class ApiKeys {
   void Charge(size_t index, int64_t prompt_tokens, int64_t completion_tokens);
   void RefillLocked(Key& key, double now);
 
+  // Guards the list (shared: Admit, leases; exclusive: Reload). A key is never erased, so a
+  // lease's index stays valid; a removed one is marked revoked.
+  mutable std::shared_mutex table_mutex_;
   std::vector<std::unique_ptr<Key>> keys_;
   metrics::ServerMetrics* metrics_;
   Clock clock_;

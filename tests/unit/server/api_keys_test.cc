@@ -142,5 +142,43 @@ TEST_F(ApiKeysTest, StreamsAreHeldByTheLeaseUntilTheCallEnds) {
   EXPECT_TRUE(keys.Admit("Bearer alice-secret", true).status.ok());
 }
 
+TEST_F(ApiKeysTest, AReloadAddsChangesAndRevokesKeysByNameAndKeepsCallsInFlight) {
+  ApiKeys keys = Make({/*rpm=*/2, 0, /*max_streams=*/1});
+  KeyAdmission alice = keys.Admit("Bearer alice-secret", true);  // 1 of 2 calls, its 1 stream
+  ASSERT_TRUE(alice.status.ok());
+  KeyAdmission bob = keys.Admit("Bearer bob-secret", true);
+  ASSERT_TRUE(bob.status.ok());
+
+  // alice: same key, more streams; bob: gone; carol: new.
+  const ApiKeys::ReloadResult r = keys.Reload(
+      {{"alice", HashOf("alice-secret"), {2, 0, 2}}, {"carol", HashOf("carol-secret"), {}}});
+  EXPECT_EQ(r.added, 1u);
+  EXPECT_EQ(r.changed, 1u);
+  EXPECT_EQ(r.removed, 1u);
+  EXPECT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys.Admit("Bearer bob-secret", false).status.code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(keys.Admit("Bearer carol-secret", true).status.ok());
+  // alice kept her bucket (one call left of 2) and her stream in flight (1 of 2 now).
+  KeyAdmission again = keys.Admit("Bearer alice-secret", true);
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_EQ(keys.Admit("Bearer alice-secret", false).status.code(), StatusCode::kResourceExhausted);
+  // bob's call in flight ends normally and is charged to bob.
+  EXPECT_EQ(bob.lease->key_name(), "bob");
+  bob.lease->End(1, 1);
+
+  // A new hash for alice: the old key no longer works; reloading the same file changes nothing.
+  const std::vector<ApiKeyEntry> rotated = {{"alice", HashOf("alice-new"), {2, 0, 2}},
+                                            {"carol", HashOf("carol-secret"), {}}};
+  keys.Reload(rotated);
+  EXPECT_EQ(keys.Admit("Bearer alice-secret", false).status.code(), StatusCode::kUnauthenticated);
+  const ApiKeys::ReloadResult same = keys.Reload(rotated);
+  EXPECT_EQ(same.added + same.changed + same.removed, 0u);
+  // bob comes back: admitted again, with full buckets.
+  keys.Reload({{"bob", HashOf("bob-secret"), {}}});
+  EXPECT_TRUE(keys.Admit("Bearer bob-secret", false).status.ok());
+  EXPECT_EQ(keys.Admit("Bearer carol-secret", false).status.code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(keys.size(), 1u);
+}
+
 }  // namespace
 }  // namespace strata::server

@@ -141,19 +141,22 @@ struct ApiKeys::Key {
   double refilled_at = 0;
   int64_t streams = 0;
   bool revoked = false;  // removed by a Reload: admits nothing (guarded by table_mutex_)
-};
 
-ApiKeys::ApiKeys(std::vector<ApiKeyEntry> entries, metrics::ServerMetrics* metrics, Clock clock)
-    : metrics_(metrics), clock_(clock ? std::move(clock) : Clock(SteadySeconds)) {
-  const double now = clock_();
-  for (ApiKeyEntry& entry : entries) {
+  // A key as it starts: full buckets.
+  static std::unique_ptr<Key> New(ApiKeyEntry entry, double now) {
     auto key = std::make_unique<Key>();
     key->requests = static_cast<double>(entry.limits.requests_per_minute);
     key->tokens = static_cast<double>(entry.limits.tokens_per_minute);
     key->refilled_at = now;
     key->entry = std::move(entry);
-    keys_.push_back(std::move(key));
+    return key;
   }
+};
+
+ApiKeys::ApiKeys(std::vector<ApiKeyEntry> entries, metrics::ServerMetrics* metrics, Clock clock)
+    : metrics_(metrics), clock_(clock ? std::move(clock) : Clock(SteadySeconds)) {
+  const double now = clock_();
+  for (ApiKeyEntry& entry : entries) keys_.push_back(Key::New(std::move(entry), now));
 }
 
 ApiKeys::~ApiKeys() = default;
@@ -173,12 +176,7 @@ ApiKeys::ReloadResult ApiKeys::Reload(std::vector<ApiKeyEntry> entries) {
     auto it = std::find_if(keys_.begin(), keys_.end(),
                            [&](const auto& key) { return key->entry.name == entry.name; });
     if (it == keys_.end()) {
-      auto key = std::make_unique<Key>();
-      key->requests = static_cast<double>(entry.limits.requests_per_minute);
-      key->tokens = static_cast<double>(entry.limits.tokens_per_minute);
-      key->refilled_at = now;
-      key->entry = std::move(entry);
-      keys_.push_back(std::move(key));
+      keys_.push_back(Key::New(std::move(entry), now));
       kept.push_back(true);
       ++result.added;
       continue;

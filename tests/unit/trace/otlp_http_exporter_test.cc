@@ -142,6 +142,15 @@ std::vector<Span> MakeTrace(size_t n, const std::string& prefix) {
   return spans;
 }
 
+// Options sending to `endpoint` every `flush` (or when a batch is full), fates told to `fates`.
+OtlpOptions OptionsFor(std::string endpoint, milliseconds flush, Fates* fates) {
+  OtlpOptions options;
+  options.endpoint = std::move(endpoint);
+  options.flush_interval = flush;
+  options.on_spans = fates->Callback();
+  return options;
+}
+
 std::unique_ptr<OtlpHttpExporter> MustCreate(OtlpOptions options) {
   StatusOr<std::unique_ptr<OtlpHttpExporter>> exporter = OtlpHttpExporter::Create(options);
   EXPECT_TRUE(exporter.ok()) << exporter.status().ToString();
@@ -366,10 +375,7 @@ TEST(OtlpHttpExporter, BatchesHoldAtMostMaxBatchSpans) {
 TEST(OtlpHttpExporter, ShutdownFlushesWhatIsQueued) {
   Collector collector;
   Fates fates;
-  OtlpOptions options;
-  options.endpoint = collector.url();
-  options.flush_interval = std::chrono::hours(1);
-  options.on_spans = fates.Callback();
+  OtlpOptions options = OptionsFor(collector.url(), std::chrono::hours(1), &fates);
   std::unique_ptr<OtlpHttpExporter> exporter = MustCreate(options);
   ASSERT_NE(exporter, nullptr);
 
@@ -417,10 +423,7 @@ TEST(OtlpHttpExporter, AFullQueueDropsWholeTraces) {
 TEST(OtlpHttpExporter, AServerErrorCountsFailed) {
   Collector collector(500);
   Fates fates;
-  OtlpOptions options;
-  options.endpoint = collector.url();
-  options.flush_interval = milliseconds(10);
-  options.on_spans = fates.Callback();
+  OtlpOptions options = OptionsFor(collector.url(), milliseconds(10), &fates);
   std::unique_ptr<OtlpHttpExporter> exporter = MustCreate(options);
   ASSERT_NE(exporter, nullptr);
 
@@ -455,10 +458,7 @@ TEST(OtlpHttpExporter, APartialSuccessCountsTheRejectedSpansFailed) {
   answer.mutable_partial_success()->set_error_message("span too large");
   Collector collector(200, answer.SerializeAsString());
   Fates fates;
-  OtlpOptions options;
-  options.endpoint = collector.url();
-  options.flush_interval = std::chrono::hours(1);
-  options.on_spans = fates.Callback();
+  OtlpOptions options = OptionsFor(collector.url(), std::chrono::hours(1), &fates);
   std::unique_ptr<OtlpHttpExporter> exporter = MustCreate(options);
   ASSERT_NE(exporter, nullptr);
 

@@ -99,6 +99,15 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
                       .Help("Trace spans, by result (exported, dropped, failed)")
                       .Register(*registry_);
 
+  batch_jobs_ = &prometheus::BuildGauge()
+                     .Name("strata_batch_jobs")
+                     .Help("Batch jobs, by state")
+                     .Register(*registry_);
+  batch_lines_ = &prometheus::BuildCounter()
+                      .Name("strata_batch_lines_total")
+                      .Help("Batch lines that ended with a result, by result (completed, failed)")
+                      .Register(*registry_);
+
   cache_requests_ = &prometheus::BuildCounter()
                          .Name("strata_cache_requests_total")
                          .Help("Response-cache lookups, by cache, tier and result")
@@ -256,6 +265,14 @@ void ServerMetrics::CountKeyRefusal(std::string_view key, std::string_view limit
 
 void ServerMetrics::CountTraceSpans(std::string_view result, int64_t spans) {
   trace_spans_->Add({{"result", std::string(result)}}).Increment(static_cast<double>(spans));
+}
+
+void ServerMetrics::SetBatchJobs(std::string_view state, int64_t jobs) {
+  batch_jobs_->Add({{"state", std::string(state)}}).Set(static_cast<double>(jobs));
+}
+
+void ServerMetrics::CountBatchLines(std::string_view result) {
+  batch_lines_->Add({{"result", std::string(result)}}).Increment();
 }
 
 void ServerMetrics::ObserveStep(const StepRecord& step) {

@@ -37,6 +37,7 @@
 #include "strata/server/cache_admin_service.h"
 #include "strata/server/embedding_service.h"
 #include "strata/server/generation_service.h"
+#include "strata/server/http/batch_runner.h"
 #include "strata/server/http/http_frontend.h"
 #include "strata/server/request_parse.h"
 #include "strata/server/response_cache_setup.h"
@@ -426,6 +427,32 @@ int RunServer(const ServerConfig& config) {
   SetHealth(server.get(), false, embedder != nullptr);
 
   // The OpenAI-compatible API, over the same ServingState: /health answers 503 while loading.
+  // Batch jobs (--jobs-db): the database opens before the HTTP port serves, so a bad file is one
+  // clear line and exit 1; the runner starts once the model serves.
+  std::unique_ptr<jobs::JobStore> jobs_store;
+  std::unique_ptr<http::BatchRunner> batch_runner;
+  if (!config.jobs_db.empty()) {
+    StatusOr<std::unique_ptr<jobs::JobStore>> opened = jobs::JobStore::Open(config.jobs_db);
+    if (!opened.ok()) {
+      Log(LogLevel::kError, "cannot open the batch jobs database",
+          {{"file", config.jobs_db}, {"error", opened.status().message()}});
+      server->Shutdown();
+      return 1;
+    }
+    jobs_store = std::move(*opened);
+    http::BatchLineEnv lines;
+    lines.state = &state;
+    lines.model_id = ServedModelName(config);
+    lines.embeddings = embedder.get();
+    http::BatchRunnerOptions runner_options;
+    runner_options.max_sequences = static_cast<size_t>(config.batch_max_sequences);
+    runner_options.engine_slots = static_cast<size_t>(config.max_batch_size);
+    runner_options.reserve_slots = static_cast<size_t>(config.batch_reserve_slots);
+    runner_options.retention = std::chrono::hours(config.batch_retention_hours);
+    batch_runner =
+        std::make_unique<http::BatchRunner>(jobs_store.get(), std::move(lines), runner_options);
+  }
+
   std::unique_ptr<http::HttpFrontend> http_frontend;
   if (config.http_port >= 0) {
     http::HttpOptions http_options;
@@ -439,6 +466,8 @@ int RunServer(const ServerConfig& config) {
     };
     http_options.cache_admin = cache_admin.get();
     http_options.embeddings = embedder.get();
+    http_options.jobs = jobs_store.get();
+    http_options.batch_runner = batch_runner.get();
     http_options.api_keys = api_keys.get();
     http_options.tls = tls;
     http_frontend = std::make_unique<http::HttpFrontend>(&state, std::move(http_options));
@@ -505,6 +534,7 @@ int RunServer(const ServerConfig& config) {
   metrics.ObserveStep(ToStepRecord(engine.Stats(), SpeculativeProposerName(config)));
   engine.Start();
   state.Activate(model->get());
+  if (batch_runner) batch_runner->Start();
   SetHealth(server.get(), true, embedder != nullptr);
   const v1::ModelInfo& info = (*model)->info;
   Log(LogLevel::kInfo, "serving",
@@ -544,6 +574,8 @@ int RunServer(const ServerConfig& config) {
        {"grace_seconds", std::to_string(config.drain_grace_seconds)}});
   SetHealth(server.get(), false, embedder != nullptr);
   state.BeginDrain();
+  // Batch lines running now are cancelled and stay pending in the database for the next start.
+  if (batch_runner) batch_runner->Stop();
   const auto grace = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(config.drain_grace_seconds));
   const Clock::time_point deadline = Clock::now() + grace;

@@ -124,6 +124,11 @@ class ServerMetrics {
   // "failed" (the collector did not take them).
   void CountTraceSpans(std::string_view result, int64_t spans);
 
+  // Batch jobs (--jobs-db): jobs per state ("in_progress", "completed", ...), and lines that
+  // ended with a result ("completed" or "failed").
+  void SetBatchJobs(std::string_view state, int64_t jobs);
+  void CountBatchLines(std::string_view result);
+
   // The exposition in Prometheus' text format (what /metrics serves).
   std::string Serialize() const;
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -166,6 +171,8 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* key_tokens_ = nullptr;    // {key, kind}
   prometheus::Family<prometheus::Counter>* key_refusals_ = nullptr;  // {key, limit}
   prometheus::Family<prometheus::Counter>* trace_spans_ = nullptr;   // {result}
+  prometheus::Family<prometheus::Gauge>* batch_jobs_ = nullptr;      // {state}
+  prometheus::Family<prometheus::Counter>* batch_lines_ = nullptr;   // {result}
   prometheus::Family<prometheus::Counter>* embedding_requests_ = nullptr;
   prometheus::Counter* embedding_texts_ = nullptr;
   prometheus::Counter* embedding_tokens_ = nullptr;

@@ -121,6 +121,12 @@ struct ServerConfig {
   std::string tls_client_ca_file;
   int32_t tls_refresh_seconds = 10;  // how often changed files are picked up
 
+  // Batch jobs (OpenAI's Files and Batches APIs over HTTP): their SQLite database; "" = off.
+  std::string jobs_db;
+  int32_t batch_max_sequences = 8;      // batch lines running at once, at most
+  int32_t batch_reserve_slots = 8;      // engine batch slots batch lines leave to interactive calls
+  int32_t batch_retention_hours = 168;  // finished jobs (and their output files) are kept this long
+
   // Tracing (call_trace.h): generation calls' spans are exported over OTLP/HTTP (protobuf) to
   // this URL ("http://collector:4318/v1/traces"); "" = not exported.
   std::string otlp_endpoint;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "admin_routes.h"
+#include "batch_routes.h"
 #include "strata/common/logging.h"
 #include "strata/server/call_recorder.h"
 #include "strata/server/http/openai_embeddings.h"
@@ -149,6 +150,7 @@ struct HttpFrontend::Impl {
   int port = 0;
   int64_t started = UnixSeconds();
   std::atomic<bool> running{false};
+  BatchRoutes batches;
 
   Impl(ServingState* s, HttpOptions o)
       : state(s),
@@ -297,6 +299,34 @@ struct HttpFrontend::Impl {
               ApiErrorFromStatus(InternalError("the request ended without a result"), endpoint));
   }
 
+  // The Files and Batches routes, behind API keys like the others.
+  void BatchApi() {
+    batches = BatchRoutes{options.jobs, options.batch_runner, options.batch_runner->env()};
+    using Handler = void (BatchRoutes::*)(const httplib::Request&, httplib::Response&) const;
+    using IdHandler = void (BatchRoutes::*)(const std::string&, httplib::Response&) const;
+    const auto with_request = [this](Handler handler) {
+      return [this, handler](const httplib::Request& req, httplib::Response& res) {
+        if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions)) return;
+        (batches.*handler)(req, res);
+      };
+    };
+    const auto with_id = [this](IdHandler handler) {
+      return [this, handler](const httplib::Request& req, httplib::Response& res) {
+        if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions)) return;
+        (batches.*handler)(req.matches[1].str(), res);
+      };
+    };
+    server.Post("/v1/files", with_request(&BatchRoutes::CreateFile));
+    server.Get("/v1/files", with_request(&BatchRoutes::ListFiles));
+    server.Get(R"(/v1/files/([^/]+)/content)", with_id(&BatchRoutes::FileContent));
+    server.Get(R"(/v1/files/([^/]+))", with_id(&BatchRoutes::GetFile));
+    server.Delete(R"(/v1/files/([^/]+))", with_id(&BatchRoutes::DeleteFile));
+    server.Post("/v1/batches", with_request(&BatchRoutes::CreateBatch));
+    server.Get("/v1/batches", with_request(&BatchRoutes::ListBatches));
+    server.Get(R"(/v1/batches/([^/]+))", with_id(&BatchRoutes::GetBatch));
+    server.Post(R"(/v1/batches/([^/]+)/cancel)", with_id(&BatchRoutes::CancelBatch));
+  }
+
   void Routes() {
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { Health(res); });
     server.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
@@ -337,6 +367,7 @@ struct HttpFrontend::Impl {
                     AdminBumpEpoch(admin, req, res);
                   });
     }
+    if (options.jobs != nullptr && options.batch_runner != nullptr) BatchApi();
     // Routes that do not exist, bodies over the limit, methods not served: OpenAI's shape.
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;

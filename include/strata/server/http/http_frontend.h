@@ -30,6 +30,7 @@
 #include "strata/embedding/text_embedder.h"
 #include "strata/server/api_keys.h"
 #include "strata/server/cache_admin.h"
+#include "strata/server/http/batch_runner.h"
 #include "strata/server/serving_state.h"
 #include "strata/server/tls_identity.h"
 
@@ -52,6 +53,10 @@ struct HttpOptions {
   // HTTPS (and mTLS with a client CA) with this identity, reloaded as its files change; null:
   // plain HTTP.
   std::shared_ptr<TlsIdentity> tls;
+  // The Files and Batches APIs (batch_routes.h) over this store, whose lines `batch_runner`
+  // runs; null: 404.
+  jobs::JobStore* jobs = nullptr;
+  BatchRunner* batch_runner = nullptr;
 };
 
 class HttpFrontend {

@@ -1,0 +1,42 @@
+// The HTTP API's Files and Batches routes (OpenAI's shape) over a jobs::JobStore and a
+// BatchRunner:
+//   POST   /v1/files                 multipart: purpose=batch, file=<JSONL>  -> file object
+//   GET    /v1/files[?purpose=]      -> list
+//   GET    /v1/files/{id}            -> file object
+//   GET    /v1/files/{id}/content    -> the file's bytes
+//   DELETE /v1/files/{id}            -> {"id", "object": "file", "deleted": true}
+//   POST   /v1/batches               {"input_file_id", "endpoint", "completion_window": "24h",
+//                                     "metadata"} -> batch object (its lines checked up front)
+//   GET    /v1/batches[?after=&limit=] -> list, newest first
+//   GET    /v1/batches/{id}          -> batch object
+//   POST   /v1/batches/{id}/cancel   -> batch object
+// Errors have the OpenAI error shape: 400 naming the field, 404 for an unknown id.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include "strata/jobs/job_store.h"
+#include "strata/server/http/batch_line.h"
+#include "strata/server/http/batch_runner.h"
+
+namespace strata::server::http {
+
+struct BatchRoutes {
+  jobs::JobStore* store = nullptr;
+  BatchRunner* runner = nullptr;
+  BatchLineEnv lines;  // how lines are checked
+
+  void CreateFile(const httplib::Request& req, httplib::Response& res) const;
+  void ListFiles(const httplib::Request& req, httplib::Response& res) const;
+  void GetFile(const std::string& id, httplib::Response& res) const;
+  void FileContent(const std::string& id, httplib::Response& res) const;
+  void DeleteFile(const std::string& id, httplib::Response& res) const;
+  void CreateBatch(const httplib::Request& req, httplib::Response& res) const;
+  void ListBatches(const httplib::Request& req, httplib::Response& res) const;
+  void GetBatch(const std::string& id, httplib::Response& res) const;
+  void CancelBatch(const std::string& id, httplib::Response& res) const;
+};
+
+}  // namespace strata::server::http

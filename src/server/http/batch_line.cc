@@ -80,14 +80,12 @@ std::optional<jobs::LineResult> RunGeneration(const BatchLineEnv& env, Endpoint 
   bool cancelled = false;
   engine::StreamChunk chunk;
   while (true) {
+    if (!cancelled && stop()) {
+      call.engine->Cancel(stream.id());  // its last chunk comes at the next engine step
+      cancelled = true;
+    }
     if (!stream.Next(&chunk, kPollInterval)) {
-      if (stream.timed_out()) {
-        if (!cancelled && stop()) {
-          call.engine->Cancel(stream.id());
-          cancelled = true;
-        }
-        continue;
-      }
+      if (stream.timed_out()) continue;
       return std::nullopt;  // not reached: a stream ends with its last chunk
     }
     if (!chunk.from_cache && !chunk.token_ids.empty()) {

@@ -37,8 +37,10 @@
 #include "strata/server/cache_admin_service.h"
 #include "strata/server/embedding_service.h"
 #include "strata/server/generation_service.h"
+#include "strata/server/http/batch_api.h"
 #include "strata/server/http/batch_runner.h"
 #include "strata/server/http/http_frontend.h"
+#include "strata/server/jobs_service.h"
 #include "strata/server/request_parse.h"
 #include "strata/server/response_cache_setup.h"
 #include "strata/server/serving_model.h"
@@ -418,17 +420,8 @@ int RunServer(const ServerConfig& config) {
     cache_admin_service = std::make_unique<CacheAdminService>(cache_admin.get());
     builder.RegisterService(cache_admin_service.get());
   }
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || grpc_port == 0) {
-    Log(LogLevel::kError, "cannot serve gRPC (is the port taken?)",
-        {{"address", HostPort(config.host, config.grpc_port)}});
-    return 1;
-  }
-  SetHealth(server.get(), false, embedder != nullptr);
-
-  // The OpenAI-compatible API, over the same ServingState: /health answers 503 while loading.
-  // Batch jobs (--jobs-db): the database opens before the HTTP port serves, so a bad file is one
-  // clear line and exit 1; the runner starts once the model serves.
+  // Batch jobs (--jobs-db): the database opens before any port serves, so a bad file is one
+  // clear line and exit 1; the runner starts once the model serves. Both transports serve them.
   std::unique_ptr<jobs::JobStore> jobs_store;
   std::unique_ptr<http::BatchRunner> batch_runner;
   if (!config.jobs_db.empty()) {
@@ -436,7 +429,6 @@ int RunServer(const ServerConfig& config) {
     if (!opened.ok()) {
       Log(LogLevel::kError, "cannot open the batch jobs database",
           {{"file", config.jobs_db}, {"error", opened.status().message()}});
-      server->Shutdown();
       return 1;
     }
     jobs_store = std::move(*opened);
@@ -453,6 +445,21 @@ int RunServer(const ServerConfig& config) {
         std::make_unique<http::BatchRunner>(jobs_store.get(), std::move(lines), runner_options);
   }
 
+  std::unique_ptr<JobsService> jobs_service;
+  if (jobs_store) {
+    jobs_service = std::make_unique<JobsService>(
+        http::BatchApi(jobs_store.get(), batch_runner.get()), api_keys.get());
+    builder.RegisterService(jobs_service.get());
+  }
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    Log(LogLevel::kError, "cannot serve gRPC (is the port taken?)",
+        {{"address", HostPort(config.host, config.grpc_port)}});
+    return 1;
+  }
+  SetHealth(server.get(), false, embedder != nullptr);
+
+  // The OpenAI-compatible API, over the same ServingState: /health answers 503 while loading.
   std::unique_ptr<http::HttpFrontend> http_frontend;
   if (config.http_port >= 0) {
     http::HttpOptions http_options;

@@ -39,6 +39,7 @@ def _generate_stubs():
 _stubs = _generate_stubs()
 pb, pb_grpc = _stubs["generation"]
 admin_pb, admin_pb_grpc = _stubs["cache_admin"]
+jobs_pb, jobs_pb_grpc = _stubs["jobs"]
 
 
 def build_dir() -> Path:

@@ -9,10 +9,11 @@ every line exactly once.
 import json
 import time
 
+import grpc
 import openai
 import pytest
 
-from strata_server import Server
+from strata_server import Server, jobs_pb, jobs_pb_grpc
 
 MODEL = "gemma-3-270m-q4_k_m"
 
@@ -139,6 +140,44 @@ def test_requests_for_jobs_are_checked(server):
             client.batches.create(input_file_id=empty.id, endpoint="/v1/chat/completions",
                                   completion_window="24h")
         assert "no request line" in str(e.value)
+
+
+def test_the_same_jobs_over_grpc(server):
+    jobs = jobs_pb_grpc.JobsStub(server.channel)
+    lines = [chat_line(f"g-{i}", f"Say {i}.") for i in range(5)] + ["not json"]
+    file = jobs.UploadFile(jobs_pb.UploadFileRequest(purpose="batch", filename="g.jsonl",
+                                                     content=jsonl(lines)), timeout=30)
+    assert file.id.startswith("file-") and file.bytes == len(jsonl(lines))
+    batch = jobs.CreateBatch(jobs_pb.CreateBatchRequest(
+        input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h",
+        metadata={"team": "search"}), timeout=30)
+    assert batch.status == "in_progress" and batch.metadata["team"] == "search"
+    assert (batch.request_counts.total, batch.request_counts.failed) == (6, 1)
+    deadline = time.monotonic() + 120
+    while (batch := jobs.GetBatch(jobs_pb.BatchId(id=batch.id), timeout=30)).status != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    out = jobs.GetFileContent(jobs_pb.JobFileId(id=batch.output_file_id), timeout=30).content
+    assert [json.loads(x)["custom_id"] for x in out.decode().splitlines()] == [
+        f"g-{i}" for i in range(5)]
+    # The HTTP API sees the same job.
+    with client_for(server) as client:
+        assert client.batches.retrieve(batch.id).output_file_id == batch.output_file_id
+    listed = jobs.ListBatches(jobs_pb.ListBatchesRequest(limit=1), timeout=30)
+    assert len(listed.data) == 1 and listed.has_more
+    for call, request, code in [
+            (jobs.GetBatch, jobs_pb.BatchId(id="batch_nope"), grpc.StatusCode.NOT_FOUND),
+            (jobs.UploadFile, jobs_pb.UploadFileRequest(purpose="x", content=b"{}"),
+             grpc.StatusCode.INVALID_ARGUMENT),
+            (jobs.ListBatches, jobs_pb.ListBatchesRequest(limit=101),
+             grpc.StatusCode.INVALID_ARGUMENT),
+            (jobs.CreateBatch, jobs_pb.CreateBatchRequest(input_file_id=file.id,
+                                                          endpoint="/v1/chat/completions",
+                                                          completion_window="7d"),
+             grpc.StatusCode.INVALID_ARGUMENT)]:
+        with pytest.raises(grpc.RpcError) as e:
+            call(request, timeout=30)
+        assert e.value.code() == code, (request, e.value.details())
 
 
 def test_cancel_stops_a_job_with_the_results_it_has(server):

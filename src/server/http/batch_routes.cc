@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "strata/server/http/batch_input.h"
 #include "strata/server/http/openai_request.h"
 
 namespace strata::server::http {
@@ -13,22 +12,16 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kWindowSeconds = 24 * 3600;  // the one completion_window: "24h"
-
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
+// The OpenAI error for `status`; `param` names the field when the message does not start with
+// one.
 void SendError(httplib::Response& res, const Status& status, const std::string& param = "") {
   ApiError e = ApiErrorFromStatus(status, Endpoint::kCompletions);
-  if (!param.empty()) e.param = param;
+  if (!param.empty() && e.param.empty()) e.param = param;
   res.status = e.http_status;
   res.set_content(ErrorBody(e), "application/json");
 }
@@ -102,43 +95,35 @@ void BatchRoutes::CreateFile(const httplib::Request& req, httplib::Response& res
                      "file");
   }
   const std::string purpose = req.has_file("purpose") ? req.get_file_value("purpose").content : "";
-  if (purpose != "batch") {
-    return SendError(res,
-                     InvalidArgumentError("purpose must be 'batch' (the only files this server "
-                                          "takes are batch inputs), got '" +
-                                          purpose + "'"),
-                     "purpose");
-  }
   const httplib::MultipartFormData& file = req.get_file_value("file");
-  const std::string filename = file.filename.empty() ? "input.jsonl" : file.filename;
-  StatusOr<jobs::FileRecord> added = store->AddFile(purpose, filename, file.content, UnixNow());
-  if (!added.ok()) return SendError(res, added.status());
+  StatusOr<jobs::FileRecord> added = api.UploadFile(purpose, file.filename, file.content);
+  if (!added.ok()) return SendError(res, added.status(), "purpose");
   SendJson(res, 200, FileJson(*added));
 }
 
 void BatchRoutes::ListFiles(const httplib::Request& req, httplib::Response& res) const {
   json data = json::array();
-  for (const jobs::FileRecord& f : store->ListFiles(req.get_param_value("purpose"))) {
+  for (const jobs::FileRecord& f : api.ListFiles(req.get_param_value("purpose"))) {
     data.push_back(FileJson(f));
   }
   SendJson(res, 200, {{"object", "list"}, {"data", std::move(data)}, {"has_more", false}});
 }
 
 void BatchRoutes::GetFile(const std::string& id, httplib::Response& res) const {
-  StatusOr<jobs::FileRecord> file = store->GetFile(id);
+  StatusOr<jobs::FileRecord> file = api.GetFile(id);
   if (!file.ok()) return SendError(res, file.status());
   SendJson(res, 200, FileJson(*file));
 }
 
 void BatchRoutes::FileContent(const std::string& id, httplib::Response& res) const {
-  StatusOr<std::string> content = store->FileContent(id);
+  StatusOr<std::string> content = api.FileContent(id);
   if (!content.ok()) return SendError(res, content.status());
   res.status = 200;
   res.set_content(std::move(*content), "application/octet-stream");
 }
 
 void BatchRoutes::DeleteFile(const std::string& id, httplib::Response& res) const {
-  if (Status deleted = store->DeleteFile(id); !deleted.ok()) return SendError(res, deleted);
+  if (Status deleted = api.DeleteFile(id); !deleted.ok()) return SendError(res, deleted);
   SendJson(res, 200, {{"id", id}, {"object", "file"}, {"deleted", true}});
 }
 
@@ -151,56 +136,14 @@ void BatchRoutes::CreateBatch(const httplib::Request& req, httplib::Response& re
     const auto it = body.find(name);
     return it != body.end() && it->is_string() ? it->get<std::string>() : "";
   };
-  const std::string input_file_id = text("input_file_id");
-  const std::string endpoint = text("endpoint");
-  const std::string window = text("completion_window");
-  if (input_file_id.empty()) {
-    return SendError(res, InvalidArgumentError("input_file_id is required"), "input_file_id");
-  }
-  if (!IsBatchEndpoint(endpoint)) {
-    return SendError(res,
-                     InvalidArgumentError("endpoint must be /v1/completions, "
-                                          "/v1/chat/completions or /v1/embeddings"),
-                     "endpoint");
-  }
-  if (window != "24h") {
-    return SendError(res, InvalidArgumentError("completion_window must be '24h'"),
-                     "completion_window");
-  }
   const json metadata = body.value("metadata", json(nullptr));
   if (Status checked = CheckMetadata(metadata); !checked.ok()) {
     return SendError(res, checked, "metadata");
   }
-  StatusOr<jobs::FileRecord> file = store->GetFile(input_file_id);
-  if (!file.ok()) return SendError(res, file.status(), "input_file_id");
-  if (file->purpose != "batch") {
-    return SendError(res, InvalidArgumentError("the input file's purpose must be 'batch'"),
-                     "input_file_id");
-  }
-  StatusOr<std::string> content = store->FileContent(input_file_id);
-  if (!content.ok()) return SendError(res, content.status());
-  const BatchLineEnv& env = lines;
-  StatusOr<BatchInput> input = ParseBatchInput(
-      *content, endpoint,
-      [&env](std::string_view ep, std::string_view b) { return CheckBatchBody(env, ep, b); });
-  if (!input.ok()) return SendError(res, input.status(), "input_file_id");
-
-  jobs::BatchRecord proto;
-  proto.endpoint = endpoint;
-  proto.input_file_id = input_file_id;
-  proto.completion_window = window;
-  if (!metadata.is_null()) proto.metadata_json = metadata.dump();
-  const int64_t now = UnixNow();
   StatusOr<jobs::BatchRecord> batch =
-      store->CreateBatch(proto, input->lines, input->invalid, now, kWindowSeconds);
+      api.CreateBatch(text("input_file_id"), text("endpoint"), text("completion_window"),
+                      metadata.is_null() ? "" : metadata.dump());
   if (!batch.ok()) return SendError(res, batch.status());
-  if (input->lines.empty()) {
-    // Nothing to run: every line is in the error file already.
-    if (StatusOr<jobs::BatchRecord> done = store->Complete(batch->id, now); done.ok()) {
-      batch = std::move(done);
-    }
-  }
-  runner->Wake();
   SendJson(res, 200, BatchJson(*batch));
 }
 
@@ -210,35 +153,28 @@ void BatchRoutes::ListBatches(const httplib::Request& req, httplib::Response& re
     const std::string given = req.get_param_value("limit");
     const bool digits =
         !given.empty() && given.size() <= 3 && std::all_of(given.begin(), given.end(), ::isdigit);
-    const int value = digits ? std::stoi(given) : 0;
-    if (value < 1 || value > 100) {
-      return SendError(res, InvalidArgumentError("limit must be between 1 and 100"), "limit");
-    }
-    limit = static_cast<size_t>(value);
+    limit = digits ? static_cast<size_t>(std::stoi(given)) : 0;
   }
-  // One more than asked: whether there is a next page.
-  std::vector<jobs::BatchRecord> batches =
-      store->ListBatches(req.get_param_value("after"), limit + 1);
-  const bool has_more = batches.size() > limit;
-  if (has_more) batches.resize(limit);
+  StatusOr<BatchPage> page = api.ListBatches(req.get_param_value("after"), limit);
+  if (!page.ok()) return SendError(res, page.status(), "limit");
   json data = json::array();
-  for (const jobs::BatchRecord& b : batches) data.push_back(BatchJson(b));
+  for (const jobs::BatchRecord& b : page->data) data.push_back(BatchJson(b));
   SendJson(res, 200,
            {{"object", "list"},
             {"data", std::move(data)},
-            {"first_id", batches.empty() ? json(nullptr) : json(batches.front().id)},
-            {"last_id", batches.empty() ? json(nullptr) : json(batches.back().id)},
-            {"has_more", has_more}});
+            {"first_id", page->data.empty() ? json(nullptr) : json(page->data.front().id)},
+            {"last_id", page->data.empty() ? json(nullptr) : json(page->data.back().id)},
+            {"has_more", page->has_more}});
 }
 
 void BatchRoutes::GetBatch(const std::string& id, httplib::Response& res) const {
-  StatusOr<jobs::BatchRecord> batch = store->GetBatch(id);
+  StatusOr<jobs::BatchRecord> batch = api.GetBatch(id);
   if (!batch.ok()) return SendError(res, batch.status());
   SendJson(res, 200, BatchJson(*batch));
 }
 
 void BatchRoutes::CancelBatch(const std::string& id, httplib::Response& res) const {
-  StatusOr<jobs::BatchRecord> batch = runner->Cancel(id);
+  StatusOr<jobs::BatchRecord> batch = api.CancelBatch(id);
   if (!batch.ok()) return SendError(res, batch.status());
   SendJson(res, 200, BatchJson(*batch));
 }

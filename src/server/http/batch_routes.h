@@ -1,5 +1,4 @@
-// The HTTP API's Files and Batches routes (OpenAI's shape) over a jobs::JobStore and a
-// BatchRunner:
+// The HTTP API's Files and Batches routes (OpenAI's shape) over a BatchApi:
 //   POST   /v1/files                 multipart: purpose=batch, file=<JSONL>  -> file object
 //   GET    /v1/files[?purpose=]      -> list
 //   GET    /v1/files/{id}            -> file object
@@ -17,16 +16,12 @@
 
 #include <string>
 
-#include "strata/jobs/job_store.h"
-#include "strata/server/http/batch_line.h"
-#include "strata/server/http/batch_runner.h"
+#include "strata/server/http/batch_api.h"
 
 namespace strata::server::http {
 
 struct BatchRoutes {
-  jobs::JobStore* store = nullptr;
-  BatchRunner* runner = nullptr;
-  BatchLineEnv lines;  // how lines are checked
+  BatchApi api;
 
   void CreateFile(const httplib::Request& req, httplib::Response& res) const;
   void ListFiles(const httplib::Request& req, httplib::Response& res) const;

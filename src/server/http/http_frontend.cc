@@ -150,7 +150,7 @@ struct HttpFrontend::Impl {
   int port = 0;
   int64_t started = UnixSeconds();
   std::atomic<bool> running{false};
-  BatchRoutes batches;
+  BatchRoutes batches{http::BatchApi(nullptr, nullptr)};
 
   Impl(ServingState* s, HttpOptions o)
       : state(s),
@@ -300,8 +300,8 @@ struct HttpFrontend::Impl {
   }
 
   // The Files and Batches routes, behind API keys like the others.
-  void BatchApi() {
-    batches = BatchRoutes{options.jobs, options.batch_runner, options.batch_runner->env()};
+  void BatchRoutesOn() {
+    batches = BatchRoutes{http::BatchApi(options.jobs, options.batch_runner)};
     using Handler = void (BatchRoutes::*)(const httplib::Request&, httplib::Response&) const;
     using IdHandler = void (BatchRoutes::*)(const std::string&, httplib::Response&) const;
     const auto with_request = [this](Handler handler) {
@@ -367,7 +367,7 @@ struct HttpFrontend::Impl {
                     AdminBumpEpoch(admin, req, res);
                   });
     }
-    if (options.jobs != nullptr && options.batch_runner != nullptr) BatchApi();
+    if (options.jobs != nullptr && options.batch_runner != nullptr) BatchRoutesOn();
     // Routes that do not exist, bodies over the limit, methods not served: OpenAI's shape.
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;

@@ -1,0 +1,194 @@
+"""Does a batch job fill idle capacity without hurting interactive traffic? (issue 21)
+
+One strata-server with --jobs-db, three phases on the same model:
+  1. interactive alone: --streams gRPC clients loop streamed generations (--max-tokens greedy
+     tokens); time to first token and inter-token gaps measured at the client;
+  2. batch alone: a job of --lines chat lines (--batch-max-tokens each) runs on the idle server:
+     its tokens per second are the idle capacity the job can use;
+  3. both: the interactive load again while a fresh job of the same lines runs.
+It reports interactive TTFT P99 and ITL P99 alone and with the job (the rise, in %), and the
+job's tokens per second with interactive load as a share of its idle rate. Issue 21's bar: the
+P99s rise by at most 10% while the job uses at least 50% of the idle capacity.
+
+  .venv/bin/python bench/batch_fill.py                    # ~4 minutes on 2 cores
+  .venv/bin/python bench/batch_fill.py --phase-s 90 --markdown out.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from bench_env import cpu_model, resolve, strata_commit  # noqa: E402
+from strata_server import Server, greedy, pb  # noqa: E402
+
+PROMPTS = [
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain how a refrigerator moves heat from inside to outside, step by step.",
+    "List five ways to make a small apartment feel larger, with a sentence on each.",
+    "Summarize the rules of chess for someone who has never played a board game.",
+]
+
+
+def p99(values):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
+
+
+def interactive(server: Server, args, seconds: float) -> dict:
+    ttft, itl = [], []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client(k: int):
+        i = k
+        while not stop.is_set():
+            request = pb.GenerateRequest(prompt=PROMPTS[i % len(PROMPTS)],
+                                         sampling=greedy(args.max_tokens))
+            i += 1
+            start = last = time.monotonic()
+            first, gaps = None, []
+            for message in server.stub.GenerateStream(request, timeout=600):
+                now = time.monotonic()
+                n = len(message.token_ids)
+                if n == 0:
+                    continue
+                if first is None:
+                    first = now - start
+                else:
+                    gaps += [(now - last) / n] * n
+                last = now
+            with lock:
+                if first is not None:
+                    ttft.append(first)
+                itl.extend(gaps)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(args.streams)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return {"ttft_p99": p99(ttft), "itl_p99": p99(itl), "calls": len(ttft)}
+
+
+def post_json(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def start_job(server: Server, args, tag: str) -> str:
+    base = f"http://127.0.0.1:{server.http_port}/v1"
+    lines = "".join(json.dumps({
+        "custom_id": f"{tag}-{i}", "method": "POST", "url": "/v1/chat/completions",
+        "body": {"model": "gemma-3-270m-q4_k_m", "max_tokens": args.batch_max_tokens,
+                 "temperature": 0, "messages": [{"role": "user",
+                                                 "content": f"{PROMPTS[i % len(PROMPTS)]} ({i})"}]},
+    }) + "\n" for i in range(args.lines)).encode()
+    boundary = "strata-bench-boundary"
+    form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"{tag}.jsonl\"\r\nContent-Type: application/jsonl\r\n\r\n").encode()
+    form += lines + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(
+        f"{base}/files", data=form,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        file_id = json.loads(r.read())["id"]
+    batch = post_json(f"{base}/batches", {"input_file_id": file_id,
+                                          "endpoint": "/v1/chat/completions",
+                                          "completion_window": "24h"})
+    return batch["id"]
+
+
+def batch_counts(server: Server, batch_id: str) -> dict:
+    with urllib.request.urlopen(
+            f"http://127.0.0.1:{server.http_port}/v1/batches/{batch_id}", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def job_rate(server: Server, batch_id: str, seconds: float) -> float:
+    """The job's generated tokens per second over `seconds` (lines done x tokens per line)."""
+    before = batch_counts(server, batch_id)["request_counts"]["completed"]
+    time.sleep(seconds)
+    after = batch_counts(server, batch_id)["request_counts"]["completed"]
+    return after - before
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--model", default="models/gemma-3-270m-q4_k_m.gguf")
+    p.add_argument("--build", default="build")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--streams", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--lines", type=int, default=2000)
+    p.add_argument("--batch-max-tokens", type=int, default=16)
+    p.add_argument("--phase-s", type=float, default=60)
+    p.add_argument("--warmup-s", type=float, default=10)
+    p.add_argument("--server-flags", default="", help="more strata-server flags, space-separated")
+    p.add_argument("--markdown", default="")
+    args = p.parse_args()
+    os.environ["STRATA_BUILD_DIR"] = str(resolve(args.build))
+    db = Path(tempfile.mkdtemp(prefix="batch-fill-")) / "jobs.db"
+    server = Server("--jobs-db", str(db), *args.server_flags.split(), threads=args.threads,
+                    model=resolve(args.model))
+    try:
+        server.wait_serving()
+        interactive(server, args, args.warmup_s)
+        alone = interactive(server, args, args.phase_s)
+        idle_job = start_job(server, args, "idle")
+        time.sleep(args.warmup_s)
+        idle_lines = job_rate(server, idle_job, args.phase_s)
+        urllib.request.urlopen(urllib.request.Request(
+            f"http://127.0.0.1:{server.http_port}/v1/batches/{idle_job}/cancel", data=b"",
+            method="POST"), timeout=30).read()
+        busy_job = start_job(server, args, "busy")
+        rate = {}
+        watcher = threading.Thread(
+            target=lambda: rate.update(lines=job_rate(server, busy_job, args.phase_s)))
+        watcher.start()
+        both = interactive(server, args, args.phase_s)
+        watcher.join()
+    finally:
+        assert server.stop() == 0, server.log()
+
+    def rise(a, b):
+        return f"{(b / a - 1) * 100:+.0f}%"
+
+    share = rate["lines"] / idle_lines * 100 if idle_lines else float("nan")
+    report = "\n".join([
+        f"Batch fill: {args.streams} interactive gRPC streams ({args.max_tokens} greedy tokens "
+        f"each) for {args.phase_s:.0f} s, alone and beside a {args.lines}-line chat job "
+        f"({args.batch_max_tokens} tokens a line). CPU: {cpu_model()}, {args.threads} threads; "
+        f"Strata {strata_commit()}; flags: --jobs-db {args.server_flags}.",
+        "",
+        "| phase | interactive calls | TTFT P99, ms | ITL P99, ms | job lines in the phase |",
+        "| --- | --- | --- | --- | --- |",
+        f"| interactive alone | {alone['calls']} | {alone['ttft_p99'] * 1000:.0f} | "
+        f"{alone['itl_p99'] * 1000:.0f} | - |",
+        f"| job alone | - | - | - | {idle_lines} |",
+        f"| both | {both['calls']} | {both['ttft_p99'] * 1000:.0f} "
+        f"({rise(alone['ttft_p99'], both['ttft_p99'])}) | {both['itl_p99'] * 1000:.0f} "
+        f"({rise(alone['itl_p99'], both['itl_p99'])}) | {rate['lines']} ({share:.0f}% of idle) |",
+    ]) + "\n"
+    print(report)
+    if args.markdown:
+        resolve(args.markdown).write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

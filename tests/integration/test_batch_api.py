@@ -49,6 +49,14 @@ def wait_for(client, batch_id, states, timeout=300):
     raise AssertionError(f"batch {batch_id} never reached {states}: {batch}")
 
 
+def wait_completed(client, batch_id, lines, timeout=120):
+    """Waits until at least `lines` lines of the job have a result."""
+    deadline = time.monotonic() + timeout
+    while client.batches.retrieve(batch_id).request_counts.completed < lines:
+        assert time.monotonic() < deadline, f"batch {batch_id} did not reach {lines} lines"
+        time.sleep(0.1)
+
+
 def results(client, file_id):
     if file_id is None:
         return []
@@ -185,10 +193,7 @@ def test_cancel_stops_a_job_with_the_results_it_has(server):
         lines = [chat_line(f"c-{i}", f"Write a long story number {i}.", max_tokens=24)
                  for i in range(300)]
         batch = submit(client, lines)
-        deadline = time.monotonic() + 120
-        while client.batches.retrieve(batch.id).request_counts.completed < 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_completed(client, batch.id, 3)
         cancelling = client.batches.cancel(batch.id)
         assert cancelling.status in ("cancelling", "cancelled")
         done = wait_for(client, batch.id, {"cancelled"}, timeout=60)
@@ -211,10 +216,7 @@ def test_a_job_survives_sigkill_and_every_line_is_recorded_once(tmp_path):
             lines = [chat_line(f"k-{i}", f"Name a colour, {i}.", max_tokens=3)
                      for i in range(200)]
             batch = submit(client, lines)
-            deadline = time.monotonic() + 120
-            while client.batches.retrieve(batch.id).request_counts.completed < 20:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            wait_completed(client, batch.id, 20)
         first.proc.kill()
         first.proc.wait()
     finally:

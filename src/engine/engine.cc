@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <span>
 #include <utility>
 
@@ -49,7 +50,7 @@ struct Engine::Live {
         sampler(request.params, request.prompt),
         output(request.params, tokenizer, end_of_generation_ids),
         wants_logprobs(request.params.logprobs > 0),
-        speculative(request.speculative),
+        speculative(request.speculative && !request.background),
         record_stages(request.record_stages) {}
 
   std::shared_ptr<RequestStream> stream;
@@ -60,7 +61,7 @@ struct Engine::Live {
   sampling::Sampler sampler;
   OutputProcessor output;
   bool wants_logprobs;
-  bool speculative;               // the request allows drafts
+  bool speculative;               // drafts allowed: the request allows them, not background
   SequenceAcceptance acceptance;  // its drafts' record, for SpeculationPolicy
   bool record_stages;             // keep its prefill chunks' times
   std::vector<PrefillChunkTime> prefill_chunks;
@@ -137,6 +138,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(backend::Backend* backend,
     return InvalidArgumentError("max_queued_requests must be at least 1");
   }
   STRATA_RETURN_IF_ERROR(options.adaptive.Validate());
+  if (!(options.background_max_slowdown >= 0) || !std::isfinite(options.background_max_slowdown)) {
+    return InvalidArgumentError("batch_max_slowdown must be a finite number >= 0, got " +
+                                std::to_string(options.background_max_slowdown));
+  }
   if (options.speculative.proposer != nullptr) {
     STRATA_RETURN_IF_ERROR(options.speculative.policy.Validate());
   }
@@ -256,7 +261,13 @@ Status Engine::Step(bool* did_work) {
   bool had_decodes = false;
   // Only decode and verification chunks: a data point for the speculation cost fit.
   bool decode_only = true;
+  // Sequences of the step that are not background work (read before Postprocess finishes any),
+  // and rows sampled.
+  int64_t foreground = 0;
+  int64_t rows = 0;
   for (const ScheduledSequence& s : out.scheduled) {
+    foreground += s.seq->background ? 0 : 1;
+    rows += s.samples ? 1 + s.num_draft : 0;
     had_decodes |= s.start_pos >= s.seq->prompt_len;
     decode_only &= s.samples && s.num_tokens == 1 + s.num_draft && s.start_pos >= s.seq->prompt_len;
   }
@@ -281,6 +292,8 @@ Status Engine::Step(bool* did_work) {
                         std::chrono::duration<double>(Clock::now() - start).count());
   }
 
+  SizeBackgroundWork(out.num_scheduled_tokens, rows, foreground,
+                     std::chrono::duration<double>(Clock::now() - start).count());
   if (options_.batching == BatchingMode::kAdaptive) {
     const SchedulerStats ss = scheduler_.Stats();
     const bool waiting = queue_.size() > 0 || ss.num_waiting > 0 || ss.num_pending_tokens > 0;
@@ -290,6 +303,16 @@ Status Engine::Step(bool* did_work) {
   }
   PublishStats(&out);
   return OkStatus();
+}
+
+void Engine::SizeBackgroundWork(int64_t step_tokens, int64_t step_rows, int64_t foreground,
+                                double step_seconds) {
+  step_cost_.Observe(step_tokens, step_rows, step_seconds);
+  // The smallest step the other requests take next: one decode row for each that ran. Sized
+  // against it, background work adds at most the allowed fraction to any of their steps.
+  if (foreground == 0) foreground = scheduler_.num_running();
+  scheduler_.SetBackgroundBudget(
+      step_cost_.BackgroundBudgetFor(foreground, options_.background_max_slowdown));
 }
 
 void Engine::TakeCancellations() {
@@ -321,7 +344,7 @@ void Engine::TakeSubmissions() {
   queue_.Pop(static_cast<size_t>(room), &taken);
   for (Submission& s : taken) {
     auto seq = std::make_unique<Sequence>(s.id, s.request.prompt, s.request.params.max_tokens,
-                                          s.request.priority);
+                                          s.request.priority, s.request.background);
     auto live = std::make_unique<Live>(s.request, s.stream, *tokenizer_, end_of_generation_ids_);
     Status added = scheduler_.Add(std::move(seq));
     if (!added.ok()) {

@@ -51,21 +51,40 @@ Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
                        {config_.max_model_len, kv_->num_blocks(), kv_->block_size()}));
 
   seq->arrival = next_arrival_++;
+  if (!seq->background) ++num_foreground_;
   Sequence* raw = seq.get();
   sequences_.emplace(raw->id, std::move(seq));
   waiting_.insert(raw);
   return OkStatus();
 }
 
-int64_t Scheduler::ChunkSize(const Sequence& seq, int64_t budget_left) const {
-  int64_t n = std::min(seq.num_uncomputed(), budget_left);
+int64_t Scheduler::Chunk(const Sequence& seq, int64_t remaining, int64_t budget_left,
+                         int64_t background_left) const {
+  int64_t n = std::min(remaining, budget_left);
   if (config_.long_prefill_chunk > 0) n = std::min(n, config_.long_prefill_chunk);
+  if (seq.background && num_foreground_ > 0) {
+    n = std::min(n, background_left);
+    // A chunk that samples also pays for its row of the output head: over budget, it stops
+    // one token short and samples in a later step.
+    if (n > 0 && n == remaining && n + background_budget_.sample_cost > background_left) --n;
+  }
   return std::max<int64_t>(n, 0);
+}
+
+int64_t Scheduler::BackgroundCost(const Sequence& seq, int64_t num_new, int64_t remaining) const {
+  if (!seq.background) return 0;
+  const bool samples = num_new == remaining;
+  return num_new + (samples && num_foreground_ > 0 ? background_budget_.sample_cost : 0);
+}
+
+int64_t Scheduler::Pending(const Sequence& seq, int64_t tokens) const {
+  return seq.background && num_foreground_ > 0 ? 0 : tokens;
 }
 
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int64_t budget_left = budget_;
+  int64_t background_left = num_foreground_ > 0 ? background_budget_.tokens : budget_;
   int64_t pending = 0;
 
   // Iterate over a snapshot: preemption removes sequences from running_, but only ones at or
@@ -75,13 +94,13 @@ SchedulerOutput Scheduler::Schedule() {
     if (seq->status != SequenceStatus::kRunning) continue;  // preempted earlier in this step
     // After a sampling step the engine must append the token (or finish the sequence).
     STRATA_CHECK(seq->num_uncomputed() > 0);
-    int64_t num_new = ChunkSize(*seq, budget_left);
+    int64_t num_new = Chunk(*seq, seq->num_uncomputed(), budget_left, background_left);
     if (seq->num_draft_tokens > 0 && num_new < seq->num_uncomputed()) {
       // A draft runs whole with the token before it or shrinks to what the step allows.
       TrimDraft(seq, std::max<int64_t>(num_new - 1, 0));
     }
     if (num_new == 0) {
-      pending += seq->num_uncomputed();
+      pending += Pending(*seq, seq->num_uncomputed());
       continue;
     }
     int64_t total = seq->num_computed_tokens + num_new;
@@ -104,11 +123,12 @@ SchedulerOutput Scheduler::Schedule() {
                              seq->num_draft_tokens});
     out.num_scheduled_tokens += num_new;
     budget_left -= num_new;
-    pending += seq->num_uncomputed() - num_new;
+    background_left -= BackgroundCost(*seq, num_new, seq->num_uncomputed());
+    pending += Pending(*seq, seq->num_uncomputed() - num_new);
   }
 
   // A step that had to preempt has no room for newcomers.
-  if (out.preempted.empty()) pending += Admit(&budget_left, &out);
+  if (out.preempted.empty()) pending += Admit(&budget_left, &background_left, &out);
 
   STRATA_CHECK(out.num_scheduled_tokens <= budget_);
   last_scheduled_sequences_ = static_cast<int32_t>(out.scheduled.size());
@@ -117,7 +137,7 @@ SchedulerOutput Scheduler::Schedule() {
   return out;
 }
 
-int64_t Scheduler::Admit(int64_t* budget_left, SchedulerOutput* out) {
+int64_t Scheduler::Admit(int64_t* budget_left, int64_t* background_left, SchedulerOutput* out) {
   int64_t pending = 0;
   while (!waiting_.empty() && *budget_left > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_batch_size) {
@@ -129,8 +149,9 @@ int64_t Scheduler::Admit(int64_t* budget_left, SchedulerOutput* out) {
     // (no lookup counted, no hit block moved in the LRU order).
     const kv::KvCacheManager::PrefixProbe probe = kv_->ProbePrefix(seq->tokens);
     const int64_t remaining = seq->num_tokens() - probe.hit_tokens;
-    int64_t num_new = std::min(remaining, *budget_left);
-    if (config_.long_prefill_chunk > 0) num_new = std::min(num_new, config_.long_prefill_chunk);
+    const int64_t num_new = Chunk(*seq, remaining, *budget_left, *background_left);
+    // Background sequences come last in the order, so none after this one could start either.
+    if (num_new == 0) break;
     const int64_t total = probe.hit_tokens + num_new;
     const int64_t block_size = kv_->block_size();
     const int64_t new_blocks =
@@ -149,7 +170,8 @@ int64_t Scheduler::Admit(int64_t* budget_left, SchedulerOutput* out) {
     out->scheduled.push_back({seq, hit, num_new, total == seq->num_tokens()});
     out->num_scheduled_tokens += num_new;
     *budget_left -= num_new;
-    pending += remaining - num_new;
+    *background_left -= BackgroundCost(*seq, num_new, remaining);
+    pending += Pending(*seq, remaining - num_new);
   }
   return pending;
 }
@@ -253,6 +275,7 @@ std::unique_ptr<Sequence> Scheduler::Finish(kv::SequenceId id) {
   running_.erase(seq.get());
   kv_->FreeSequence(id);
   seq->status = SequenceStatus::kFinished;
+  if (!seq->background) --num_foreground_;
   return seq;
 }
 
@@ -266,6 +289,7 @@ bool Scheduler::Cancel(kv::SequenceId id) {
   } else {
     waiting_.erase(seq);  // waiting sequences hold no blocks
   }
+  if (!seq->background) --num_foreground_;
   sequences_.erase(it);
   return true;
 }
@@ -273,6 +297,11 @@ bool Scheduler::Cancel(kv::SequenceId id) {
 void Scheduler::SetTokenBudget(int64_t budget) {
   STRATA_CHECK(budget >= 1);
   budget_ = budget;
+}
+
+void Scheduler::SetBackgroundBudget(const BackgroundBudget& budget) {
+  STRATA_CHECK(budget.sample_cost >= 0 && budget.tokens >= 1 + budget.sample_cost);
+  background_budget_ = budget;
 }
 
 const Sequence* Scheduler::Find(kv::SequenceId id) const {

@@ -401,6 +401,13 @@ const std::vector<Setting>& Settings() {
        kMaxI32,
        {},
        "engine batch slots that batch lines leave free for interactive requests"},
+      {"batch_max_slowdown",
+       &ServerConfig::batch_max_slowdown,
+       0,
+       100,
+       {},
+       "how much longer batch lines may make a step that carries interactive requests, as a "
+       "fraction (0.1: 10%), by the engine's step-time model; at least one batch token a step"},
       {"batch_retention_hours",
        &ServerConfig::batch_retention_hours,
        1,

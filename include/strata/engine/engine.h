@@ -53,6 +53,7 @@
 #include "strata/engine/request_submitter.h"
 #include "strata/engine/scheduler.h"
 #include "strata/engine/speculation_policy.h"
+#include "strata/engine/step_cost_model.h"
 #include "strata/engine/submission_queue.h"
 #include "strata/kv/kv_cache_manager.h"
 #include "strata/sampling/sampler.h"
@@ -83,6 +84,10 @@ struct EngineOptions {
   BatchingMode batching = BatchingMode::kStatic;
   AdaptiveBudgetOptions adaptive;  // used in kAdaptive mode
   SpeculativeOptions speculative;
+  // Background requests (Request::background) may lengthen a step that carries other requests
+  // by at most this fraction (0.1: 10%), by the step-time model (StepCostModel); they always
+  // get at least one token per step. Must be finite and >= 0.
+  double background_max_slowdown = 0.1;
   // Called on the engine thread after every Step with a fresh snapshot, and whether the step
   // ran a batch (idle steps report the same state with no batch); for the metrics exporter.
   // Must be cheap, must not block and must not call into the engine.
@@ -173,6 +178,10 @@ class Engine final : public RequestSubmitter {
   static void FillUsage(const Live& live, StreamChunk* last);
   static StreamChunk UnscheduledLast(const Submission& s, sampling::FinishReason reason);
   void PublishStats(const SchedulerOutput* out);
+  // Feeds the step (its tokens, sampled rows, how many of its sequences were not background
+  // work, its seconds) to the step-time model and sizes the background work of the next step.
+  void SizeBackgroundWork(int64_t step_tokens, int64_t step_rows, int64_t foreground,
+                          double step_seconds);
 
   backend::Backend* backend_;
   const tokenizer::Tokenizer* tokenizer_;
@@ -183,6 +192,7 @@ class Engine final : public RequestSubmitter {
   kv::KvCacheManager kv_;
   Scheduler scheduler_;
   AdaptiveBudget adaptive_;
+  StepCostModel step_cost_;
   std::unordered_map<RequestId, std::unique_ptr<Live>> live_;
   ModelRunner runner_;
   std::vector<sampling::Sampler*> row_samplers_;  // this step's, one per sampled row

@@ -35,6 +35,11 @@ struct Request {
   sampling::SamplingParams params;  // Engine::Submit validates it
   // Scheduling class: higher is admitted first and preempted last; FCFS within a class.
   int32_t priority = 0;
+  // Background work (batch job lines): while any other request is held, the engine gives
+  // background requests only the step time --batch-max-slowdown allows (Scheduler,
+  // StepCostModel); with nothing else to do they take whole steps. Served and preempted after
+  // every other request whatever their priorities.
+  bool background = false;
   // May the engine speculate for this request (when it runs a proposer)? Outputs are the same
   // either way (speculation is exact); a client may opt out, e.g. to measure without it.
   bool speculative = true;

@@ -19,6 +19,13 @@
 //      Admission stops at the first sequence that does not fit (no overtaking). The watermark
 //      keeps room for the running sequences' next tokens; it does not apply while nothing runs,
 //      so a request that fits the whole cache always starts eventually.
+// Background sequences (Sequence::background, batch job lines) come after all others in both
+// orders, so they are served last and preempted first. While any other sequence is held
+// (running or waiting), the chunks of all background sequences together cost at most the
+// background budget per step (SetBackgroundBudget: n tokens cost n, plus sample_cost for a
+// chunk that samples; a chunk that would sample over budget is cut one token short, so it does
+// not); with no other sequence held they share the whole token budget like any sequence.
+// Background sequences carry no drafts (the engine proposes none for them).
 // A chunk that reaches the end of `tokens` samples: the engine takes the last logits row,
 // samples and calls AppendToken (or Finish).
 // Speculative drafts (SetDraft) ride along as uncomputed tokens. A running sequence's draft is
@@ -46,6 +53,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -53,6 +61,7 @@
 
 #include "strata/backend/backend.h"
 #include "strata/common/status.h"
+#include "strata/engine/background_budget.h"
 #include "strata/engine/sequence.h"
 #include "strata/kv/kv_cache_manager.h"
 
@@ -94,8 +103,9 @@ struct SchedulerStats {
   int32_t num_waiting = 0;
   int32_t num_scheduled_sequences = 0;  // last step
   int64_t num_scheduled_tokens = 0;     // last step
-  // Tokens of running sequences the last step left for later (budget or chunk cap): with
-  // num_waiting > 0 this is the "work waiting" signal of AdaptiveBudget.
+  // Tokens of running sequences the last step left for later (budget or chunk cap; background
+  // tokens only while no other sequence is held): with num_waiting > 0 this is the "work
+  // waiting" signal of AdaptiveBudget.
   int64_t num_pending_tokens = 0;
   int64_t token_budget = 0;     // the current per-step budget
   int64_t num_preemptions = 0;  // total since construction
@@ -169,6 +179,12 @@ class Scheduler {
   void SetTokenBudget(int64_t budget);
   int64_t token_budget() const { return budget_; }
 
+  // What background sequences may take per step while another sequence is held, from now on
+  // (tokens >= 1 + sample_cost, sample_cost >= 0, so a background decode always fits; the
+  // default is no limit beyond the token budget).
+  void SetBackgroundBudget(const BackgroundBudget& budget);
+  const BackgroundBudget& background_budget() const { return background_budget_; }
+
   // The sequence `id` while the scheduler holds it, else nullptr.
   const Sequence* Find(kv::SequenceId id) const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
@@ -178,10 +194,12 @@ class Scheduler {
   SchedulerStats Stats() const;
 
  private:
-  // Highest priority first, then earliest arrival: the order of service. Its last element is
+  // Other sequences before background ones, then highest priority first, then earliest
+  // arrival: the order of service. Its last element is
   // the preemption victim.
   struct ServiceOrder {
     bool operator()(const Sequence* a, const Sequence* b) const {
+      if (a->background != b->background) return b->background;
       if (a->priority != b->priority) return a->priority > b->priority;
       return a->arrival < b->arrival;
     }
@@ -190,15 +208,27 @@ class Scheduler {
   Sequence* Held(kv::SequenceId id) const;
   // Drops the draft tokens of `seq` (whose draft is not computed) beyond the first `keep`.
   static void TrimDraft(Sequence* seq, int64_t keep);
-  int64_t ChunkSize(const Sequence& seq, int64_t budget_left) const;
+  // The tokens a chunk of `seq` may have of `remaining` uncomputed ones: the budget left and
+  // the per-sequence chunk cap; for a background sequence while others are held, also the
+  // background budget left (with the sample cost of a chunk that samples).
+  int64_t Chunk(const Sequence& seq, int64_t remaining, int64_t budget_left,
+                int64_t background_left) const;
+  // What a chunk of `num_new` of `remaining` tokens of `seq` takes from the background budget
+  // (0 for a sequence that is not background work).
+  int64_t BackgroundCost(const Sequence& seq, int64_t num_new, int64_t remaining) const;
+  // `tokens` left for later by `seq`, as the pending-work signal counts them: background tokens
+  // held back for others are not work waiting for a bigger budget.
+  int64_t Pending(const Sequence& seq, int64_t tokens) const;
   void Preempt(Sequence* seq, SchedulerOutput* out);
   // Admits waiting sequences into `out` while budget, batch size and blocks allow. Returns the
   // admitted sequences' tokens left for later steps.
-  int64_t Admit(int64_t* budget_left, SchedulerOutput* out);
+  int64_t Admit(int64_t* budget_left, int64_t* background_left, SchedulerOutput* out);
 
   SchedulerConfig config_;
   kv::KvCacheManager* kv_;
   int64_t budget_;
+  BackgroundBudget background_budget_;
+  int64_t num_foreground_ = 0;  // held sequences that are not background
   int32_t watermark_blocks_;
   uint64_t next_arrival_ = 0;
   std::unordered_map<kv::SequenceId, std::unique_ptr<Sequence>> sequences_;  // all held

@@ -36,9 +36,10 @@ enum class SequenceStatus {
 
 struct Sequence {
   Sequence(kv::SequenceId id_in, std::vector<int32_t> prompt, int64_t max_tokens_in,
-           int32_t priority_in = 0)
+           int32_t priority_in = 0, bool background_in = false)
       : id(id_in),
         priority(priority_in),
+        background(background_in),
         tokens(std::move(prompt)),
         prompt_len(static_cast<int64_t>(tokens.size())),
         max_tokens(max_tokens_in) {}
@@ -46,6 +47,9 @@ struct Sequence {
   kv::SequenceId id;
   // Scheduling class: higher is admitted first and preempted last; FCFS within a class.
   int32_t priority = 0;
+  // Background work (Request::background): served after, and preempted before, every other
+  // sequence, and held to the scheduler's background token budget while others are held.
+  bool background = false;
   // Arrival order, given by Scheduler::Add (monotonic). A preempted sequence keeps it, so it
   // rejoins the waiting queue where it first stood.
   uint64_t arrival = 0;

@@ -123,8 +123,10 @@ struct ServerConfig {
 
   // Batch jobs (OpenAI's Files and Batches APIs over HTTP): their SQLite database; "" = off.
   std::string jobs_db;
-  int32_t batch_max_sequences = 8;      // batch lines running at once, at most
-  int32_t batch_reserve_slots = 8;      // engine batch slots batch lines leave to interactive calls
+  int32_t batch_max_sequences = 8;  // batch lines running at once, at most
+  int32_t batch_reserve_slots = 8;  // engine batch slots batch lines leave to interactive calls
+  // Fraction by which batch lines may lengthen a step of interactive requests (engine side).
+  double batch_max_slowdown = 0.1;
   int32_t batch_retention_hours = 168;  // finished jobs (and their output files) are kept this long
 
   // Tracing (call_trace.h): generation calls' spans are exported over OTLP/HTTP (protobuf) to

@@ -57,6 +57,7 @@ std::optional<jobs::LineResult> RunGeneration(const BatchLineEnv& env, Endpoint 
     return ErrorResult(line, ApiErrorFromStatus(translated.status(), endpoint));
   }
   translated->request.priority = env.priority;
+  translated->request.background = true;
   const CallEnv call = env.state->EnvFor(model);
   StatusOr<std::shared_ptr<engine::RequestStream>> submitted =
       call.engine->Submit(std::move(translated->request));

@@ -81,6 +81,13 @@ class Harness {
   void AddOk(kv::SequenceId id, int64_t prompt_len, int64_t max_tokens, int32_t priority = 0) {
     ASSERT_TRUE(Add(id, Prompt(id, prompt_len), max_tokens, priority).ok());
   }
+  void AddBackgroundOk(kv::SequenceId id, int64_t prompt_len, int64_t max_tokens,
+                       int32_t priority = 0) {
+    ASSERT_TRUE(scheduler_
+                    .Add(std::make_unique<Sequence>(id, Prompt(id, prompt_len), max_tokens,
+                                                    priority, /*background=*/true))
+                    .ok());
+  }
 
   Step Run() {
     const SchedulerOutput out = scheduler_.Schedule();
@@ -233,6 +240,51 @@ TEST(Scheduler, ServesRunningSequencesInPriorityOrderWhenTheBudgetIsShort) {
   EXPECT_EQ(step.scheduled, (std::vector<Slice>{{2, 4, 1, true}, {1, 4, 1, true}}));
   EXPECT_EQ(h.scheduler().Stats().num_pending_tokens, 1);  // 3's token waits
   EXPECT_EQ(h.scheduler().Stats().token_budget, 2);
+}
+
+TEST(Scheduler, BackgroundWorkTakesAtMostItsBudgetWhileOthersAreHeld) {
+  Harness h(Config(512), Cache(100));
+  h.scheduler().SetBackgroundBudget({/*tokens=*/3, /*sample_cost=*/0});
+  h.AddBackgroundOk(1, 8, 4);
+  h.AddOk(2, 4, 3);
+  h.AddBackgroundOk(3, 8, 4);
+  // The foreground prompt first, then 3 tokens of the first background prompt; the second
+  // background sequence gets nothing and stays waiting.
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{2, 0, 4, true}, {1, 0, 3, false}}));
+  EXPECT_EQ(h.scheduler().num_waiting(), 1);
+  EXPECT_EQ(h.scheduler().Stats().num_pending_tokens, 0);  // held back, not waiting for budget
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{2, 4, 1, true}, {1, 3, 3, false}}));
+  EXPECT_EQ(h.Run().scheduled,
+            (std::vector<Slice>{{2, 5, 1, true}, {1, 6, 2, true}, {3, 0, 1, false}}));
+  // Foreground finished (3 tokens): background sequences share the whole budget.
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{1, 8, 1, true}, {3, 1, 7, true}}));
+}
+
+TEST(Scheduler, ABackgroundChunkThatSamplesPaysItsSampleCost) {
+  Harness h(Config(512), Cache(100));
+  h.scheduler().SetBackgroundBudget({/*tokens=*/4, /*sample_cost=*/3});
+  h.AddOk(1, 2, 10);
+  h.AddBackgroundOk(2, 3, 2);
+  // The whole 3-token prompt would sample and cost 6: it stops one token short (cost 2).
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{1, 0, 2, true}, {2, 0, 2, false}}));
+  // Its last prompt token samples: 1 + 3 fits the 4.
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{1, 2, 1, true}, {2, 2, 1, true}}));
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{1, 3, 1, true}, {2, 3, 1, true}}));
+}
+
+TEST(Scheduler, BackgroundWorkComesAfterHigherPriorityAndIsPreemptedFirst) {
+  // 4 blocks of 4 tokens: a background sequence of priority 9 and a foreground one of priority
+  // 0, each with a 4-token prompt; the foreground sequence is served first and, when blocks run
+  // out, the background one is the victim.
+  Harness h(Config(512), Cache(/*num_blocks=*/4, /*block_size=*/4));
+  h.AddBackgroundOk(1, 4, 8, /*priority=*/9);
+  h.AddOk(2, 4, 8, /*priority=*/0);
+  EXPECT_EQ(h.Run().scheduled, (std::vector<Slice>{{2, 0, 4, true}, {1, 0, 4, true}}));
+  for (int i = 0; i < 4; ++i) h.Run();  // positions 4..7: both hold 2 blocks
+  EXPECT_EQ(h.kv().num_free_blocks(), 0);
+  const Step step = h.Run();  // position 8: 2 needs a third block
+  EXPECT_EQ(step.preempted, (std::vector<kv::SequenceId>{1}));
+  EXPECT_EQ(step.scheduled, (std::vector<Slice>{{2, 8, 1, true}}));
 }
 
 TEST(Scheduler, PreemptsTheLowestPriorityLatestArrivalWhenBlocksRunOut) {
@@ -584,6 +636,7 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
   }
 
   std::map<kv::SequenceId, Outcome> outcomes;
+  std::set<kv::SequenceId> background;  // ids added as background work
   kv::SequenceId next_id = 0;
   int64_t steps_with_preemption = 0;
   int64_t rollbacks = 0;
@@ -608,8 +661,10 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
         const bool fits = prompt_len > 0 && max_tokens >= 1 &&
                           prompt_len + max_tokens <= config.max_model_len &&
                           (prompt_len + max_tokens - 1 + block_size - 1) / block_size <= num_blocks;
+        const bool is_background = chance(0.25);
+        if (is_background) background.insert(id);
         const Status status = scheduler.Add(std::make_unique<Sequence>(
-            id, std::move(prompt), max_tokens, static_cast<int32_t>(uniform(0, 2))));
+            id, std::move(prompt), max_tokens, static_cast<int32_t>(uniform(0, 2)), is_background));
         ASSERT_EQ(status.ok(), fits) << status.ToString();
         if (!fits) {
           ASSERT_EQ(status.code(), StatusCode::kInvalidArgument);
@@ -630,8 +685,16 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
       }
     }
     if (chance(0.01)) scheduler.SetTokenBudget(uniform(1, 300));
+    if (chance(0.02)) {
+      const int64_t sample_cost = uniform(0, 5);
+      scheduler.SetBackgroundBudget({uniform(1 + sample_cost, 40), sample_cost});
+    }
 
     const bool was_idle = scheduler.idle();
+    bool foreground_held = false;
+    for (const auto& [id, outcome] : outcomes) {
+      foreground_held |= outcome == Outcome::kLive && !background.contains(id);
+    }
     const int64_t budget = scheduler.token_budget();
     const SchedulerOutput out = scheduler.Schedule();
 
@@ -641,10 +704,16 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
     ASSERT_LE(static_cast<int32_t>(out.scheduled.size()), config.max_batch_size);
     ASSERT_LE(scheduler.num_running(), config.max_batch_size);
     int64_t sum = 0;
+    int64_t background_cost = 0;
     std::set<kv::SequenceId> seen;
     for (const ScheduledSequence& s : out.scheduled) {
       const Sequence& seq = *s.seq;
       ASSERT_TRUE(seen.insert(seq.id).second);
+      ASSERT_EQ(seq.background, background.contains(seq.id));
+      if (seq.background) {
+        background_cost +=
+            s.num_tokens + (s.samples ? scheduler.background_budget().sample_cost : 0);
+      }
       ASSERT_EQ(seq.status, SequenceStatus::kRunning);
       ASSERT_EQ(s.start_pos, seq.num_computed_tokens);
       ASSERT_GE(s.num_tokens, 1);
@@ -658,6 +727,9 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
       sum += s.num_tokens;
     }
     ASSERT_EQ(sum, out.num_scheduled_tokens);
+    if (foreground_held) {
+      ASSERT_LE(background_cost, scheduler.background_budget().tokens) << "step " << step;
+    }
     if (!out.preempted.empty()) {
       ++steps_with_preemption;
       // Victims come last in service order: after everyone scheduled (no admissions).
@@ -668,6 +740,11 @@ TEST_P(SchedulerProperty, EveryRequestEndsWithinBudgetAndEveryBlockComesBack) {
         ASSERT_EQ(victim->status, SequenceStatus::kWaiting);
         ASSERT_FALSE(kv.IsLive(id));
         for (const ScheduledSequence& s : out.scheduled) {
+          // Background work is preempted before any other sequence.
+          if (s.seq->background != victim->background) {
+            ASSERT_TRUE(victim->background);
+            continue;
+          }
           ASSERT_TRUE(s.seq->priority > victim->priority ||
                       (s.seq->priority == victim->priority && s.seq->arrival < victim->arrival));
         }

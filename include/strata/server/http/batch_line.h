@@ -1,7 +1,8 @@
 // One line of a batch job run through the serving core, answered as the endpoint would answer
-// it over HTTP (the same parsers, translator, engine and caches), at the batch priority: the
-// lowest scheduling class, so interactive requests are admitted first and batch sequences are
-// preempted first.
+// it over HTTP (the same parsers, translator, engine and caches), as background work at the
+// batch priority: interactive requests are admitted first, batch sequences are preempted first,
+// and while interactive requests run the engine gives batch sequences only the step time
+// --batch-max-slowdown allows (engine::Request::background).
 //
 // A line ends with a result for the output file (the endpoint answered 200) or the error file
 // (it answered an error), or with no result when it could not run now (the server is loading

@@ -4,12 +4,13 @@
 // A dispatcher thread starts pending lines (oldest job first, in line order) on its workers
 // while the engine has room: no interactive request waits (in the scheduler or its queue), the
 // batch slots in use leave `reserve_slots` free, and at most `max_sequences` lines run at
-// once. Lines run at the lowest priority (batch_line.h), so a burst of interactive requests is
-// admitted first and preempts them. Each line's result is written to the store as it ends
-// (exactly once: the store refuses a second result); a job whose lines all have results is
-// completed (its output and error files written). A job being cancelled stops its running
-// lines and is closed with the results it has; overdue jobs expire; finished jobs are deleted
-// after `retention`.
+// once. Lines run as background work at the lowest priority (batch_line.h), so a burst of
+// interactive requests is admitted first and preempts them, and running lines lengthen the
+// engine's steps by at most --batch-max-slowdown while interactive requests are held. Each line's
+// result is written to the store as it ends (exactly once: the store refuses a second result); a
+// job whose lines all have results is completed (its output and error files written). A job being
+// cancelled stops its running lines and is closed with the results it has; overdue jobs expire;
+// finished jobs are deleted after `retention`.
 //
 // Durability: a line with no result in the store runs again after a restart; Stop cancels the
 // running lines without recording them, so a drain or a crash loses nothing and records

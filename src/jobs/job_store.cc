@@ -30,7 +30,8 @@ CREATE TABLE files (
   filename TEXT NOT NULL,
   bytes INTEGER NOT NULL,
   created_at INTEGER NOT NULL,
-  content BLOB NOT NULL
+  content BLOB NOT NULL,
+  owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX files_by_purpose ON files (purpose, seq);
 CREATE TABLE batches (
@@ -55,7 +56,8 @@ CREATE TABLE batches (
   cancelled_at INTEGER NOT NULL DEFAULT 0,
   total INTEGER NOT NULL DEFAULT 0,
   completed INTEGER NOT NULL DEFAULT 0,
-  failed INTEGER NOT NULL DEFAULT 0
+  failed INTEGER NOT NULL DEFAULT 0,
+  owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX batches_by_state ON batches (state, seq);
 CREATE INDEX batches_by_input ON batches (input_file_id);
@@ -75,9 +77,17 @@ CREATE TABLE batch_results (
   json TEXT NOT NULL,
   PRIMARY KEY (batch_id, line_index)
 ) WITHOUT ROWID;
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 )sql";
-static_assert(kJobStoreSchemaVersion == 1, "kSchema sets the version it creates");
+static_assert(kJobStoreSchemaVersion == 2, "kSchema sets the version it creates");
+
+// From version 1 (no owners): every file and batch it holds has the owner "" (created without
+// API keys).
+constexpr const char* kMigrateFrom1 = R"sql(
+ALTER TABLE files ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE batches ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+PRAGMA user_version = 2;
+)sql";
 
 constexpr BatchState kAllStates[] = {
     BatchState::kValidating, BatchState::kFailed,  BatchState::kInProgress, BatchState::kFinalizing,
@@ -112,7 +122,7 @@ std::string Quoted(std::string_view id) {
 
 // ---- Files --------------------------------------------------------------------------------
 
-constexpr std::string_view kFileColumns = "id, purpose, filename, bytes, created_at";
+constexpr std::string_view kFileColumns = "id, purpose, filename, bytes, created_at, owner";
 
 FileRecord ReadFile(const Statement& row) {
   FileRecord file;
@@ -121,20 +131,23 @@ FileRecord ReadFile(const Statement& row) {
   file.filename = row.Text(2);
   file.bytes = row.Int(3);
   file.created_at = row.Int(4);
+  file.owner = row.Text(5);
   return file;
 }
 
 StatusOr<FileRecord> InsertFile(Db& db, std::mt19937_64& rng, std::string_view purpose,
-                                std::string_view filename, std::string_view content, int64_t now) {
+                                std::string_view filename, std::string_view content, int64_t now,
+                                std::string_view owner) {
   STRATA_ASSIGN_OR_RETURN(
       Statement insert,
-      db.Prepare("INSERT INTO files (id, purpose, filename, bytes, created_at, content) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+      db.Prepare("INSERT INTO files (id, purpose, filename, bytes, created_at, content, owner) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
   FileRecord file{.id = "",
                   .purpose = std::string(purpose),
                   .filename = std::string(filename),
                   .bytes = static_cast<int64_t>(content.size()),
-                  .created_at = now};
+                  .created_at = now,
+                  .owner = std::string(owner)};
   for (int attempt = 0;; ++attempt) {
     file.id = RandomId(rng, "file-");
     insert.Reset();
@@ -143,7 +156,8 @@ StatusOr<FileRecord> InsertFile(Db& db, std::mt19937_64& rng, std::string_view p
         .BindText(3, file.filename)
         .Bind(4, file.bytes)
         .Bind(5, now)
-        .BindBlob(6, content);
+        .BindBlob(6, content)
+        .BindText(7, file.owner);
     Status status = insert.Run();
     if (status.ok()) return file;
     if (status.code() != StatusCode::kAlreadyExists || attempt + 1 == kIdAttempts) return status;
@@ -164,7 +178,7 @@ StatusOr<FileRecord> GetFileLocked(Db& db, std::string_view id) {
 constexpr std::string_view kBatchColumns =
     "id, endpoint, input_file_id, completion_window, state, output_file_id, error_file_id, "
     "metadata_json, created_at, in_progress_at, expires_at, finalizing_at, completed_at, "
-    "failed_at, expired_at, cancelling_at, cancelled_at, total, completed, failed";
+    "failed_at, expired_at, cancelling_at, cancelled_at, total, completed, failed, owner";
 
 BatchRecord ReadBatch(const Statement& row) {
   BatchRecord batch;
@@ -188,6 +202,7 @@ BatchRecord ReadBatch(const Statement& row) {
   batch.counts.total = row.Int(17);
   batch.counts.completed = row.Int(18);
   batch.counts.failed = row.Int(19);
+  batch.owner = row.Text(20);
   return batch;
 }
 
@@ -254,12 +269,12 @@ Status WriteResultFiles(Db& db, std::mt19937_64& rng, BatchRecord& batch, int64_
   }
   STRATA_ASSIGN_OR_RETURN(
       const FileRecord output_file,
-      InsertFile(db, rng, kOutputPurpose, batch.id + "_output.jsonl", output, now));
+      InsertFile(db, rng, kOutputPurpose, batch.id + "_output.jsonl", output, now, batch.owner));
   batch.output_file_id = output_file.id;
   if (any_failed) {
     STRATA_ASSIGN_OR_RETURN(
         const FileRecord error_file,
-        InsertFile(db, rng, kOutputPurpose, batch.id + "_error.jsonl", errors, now));
+        InsertFile(db, rng, kOutputPurpose, batch.id + "_error.jsonl", errors, now, batch.owner));
     batch.error_file_id = error_file.id;
   }
   return OkStatus();
@@ -334,6 +349,18 @@ StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
       version = kJobStoreSchemaVersion;
     }
   }
+  if (*version == 1) {
+    // Migrated under the write lock, with the version read again (as creation above).
+    StatusOr<Transaction> tx = Transaction::Begin(*db);
+    if (!tx.ok()) return where(tx.status());
+    version = db->QueryInt("PRAGMA user_version");
+    if (!version.ok()) return where(version.status());
+    if (*version == 1) {
+      if (Status status = db->Exec(kMigrateFrom1); !status.ok()) return where(status);
+      if (Status status = tx->Commit(); !status.ok()) return where(status);
+      version = kJobStoreSchemaVersion;
+    }
+  }
   if (*version != kJobStoreSchemaVersion) {
     return FailedPreconditionError("job store " + path + ": schema version " +
                                    std::to_string(*version) + " is newer than this build's (" +
@@ -355,9 +382,10 @@ JobStore::~JobStore() = default;
 // ---- Files --------------------------------------------------------------------------------
 
 StatusOr<FileRecord> JobStore::AddFile(std::string_view purpose, std::string_view filename,
-                                       std::string_view content, int64_t now) {
+                                       std::string_view content, int64_t now,
+                                       std::string_view owner) {
   std::lock_guard lock(mutex_);
-  return InsertFile(*db_, rng_, purpose, filename, content, now);
+  return InsertFile(*db_, rng_, purpose, filename, content, now, owner);
 }
 
 StatusOr<FileRecord> JobStore::GetFile(std::string_view id) {
@@ -375,14 +403,14 @@ StatusOr<std::string> JobStore::FileContent(std::string_view id) {
   return select.Blob(0);
 }
 
-std::vector<FileRecord> JobStore::ListFiles(std::string_view purpose) {
+std::vector<FileRecord> JobStore::ListFiles(std::string_view purpose, std::string_view owner) {
   std::lock_guard lock(mutex_);
   const auto list = [&]() -> StatusOr<std::vector<FileRecord>> {
     STRATA_ASSIGN_OR_RETURN(Statement select,
                             db_->Prepare("SELECT " + std::string(kFileColumns) +
-                                         " FROM files WHERE ?1 = '' OR purpose = ?1 "
-                                         "ORDER BY seq DESC"));
-    select.BindText(1, purpose);
+                                         " FROM files WHERE (?1 = '' OR purpose = ?1) AND "
+                                         "owner = ?2 ORDER BY seq DESC"));
+    select.BindText(1, purpose).BindText(2, owner);
     std::vector<FileRecord> files;
     while (true) {
       STRATA_ASSIGN_OR_RETURN(const bool row, select.Step());
@@ -445,6 +473,7 @@ StatusOr<BatchRecord> JobStore::CreateBatch(const BatchRecord& proto,
   batch.input_file_id = proto.input_file_id;
   batch.completion_window = proto.completion_window;
   batch.metadata_json = proto.metadata_json;
+  batch.owner = proto.owner;
   batch.state = BatchState::kInProgress;
   batch.created_at = batch.in_progress_at = now;
   batch.expires_at = now + window_seconds;
@@ -458,7 +487,7 @@ StatusOr<BatchRecord> JobStore::CreateBatch(const BatchRecord& proto,
       Statement insert,
       db_->Prepare("INSERT INTO batches (id, endpoint, input_file_id, completion_window, state, "
                    "metadata_json, created_at, in_progress_at, expires_at, total, completed, "
-                   "failed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0, ?11)"));
+                   "failed, owner) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12)"));
   for (int attempt = 0;; ++attempt) {
     batch.id = RandomId(rng_, "batch_");
     insert.Reset();
@@ -472,7 +501,8 @@ StatusOr<BatchRecord> JobStore::CreateBatch(const BatchRecord& proto,
         .Bind(8, batch.in_progress_at)
         .Bind(9, batch.expires_at)
         .Bind(10, batch.counts.total)
-        .Bind(11, batch.counts.failed);
+        .Bind(11, batch.counts.failed)
+        .BindText(12, batch.owner);
     Status status = insert.Run();
     if (status.ok()) break;
     if (status.code() != StatusCode::kAlreadyExists || attempt + 1 == kIdAttempts) return status;
@@ -507,18 +537,21 @@ StatusOr<BatchRecord> JobStore::GetBatch(std::string_view id) {
   return GetBatchLocked(*db_, id);
 }
 
-std::vector<BatchRecord> JobStore::ListBatches(std::string_view after, size_t limit) {
+std::vector<BatchRecord> JobStore::ListBatches(std::string_view after, size_t limit,
+                                               std::string_view owner) {
   std::lock_guard lock(mutex_);
   const auto list = [&]() -> StatusOr<std::vector<BatchRecord>> {
     // `after` = "": every batch (seq below the largest integer); an unknown id: none (NULL).
     STRATA_ASSIGN_OR_RETURN(
         Statement select,
         db_->Prepare("SELECT " + std::string(kBatchColumns) +
-                     " FROM batches WHERE seq < (CASE WHEN ?1 = '' THEN ?3 ELSE "
-                     "(SELECT seq FROM batches WHERE id = ?1) END) ORDER BY seq DESC LIMIT ?2"));
+                     " FROM batches WHERE owner = ?4 AND seq < (CASE WHEN ?1 = '' THEN ?3 ELSE "
+                     "(SELECT seq FROM batches WHERE id = ?1 AND owner = ?4) END) "
+                     "ORDER BY seq DESC LIMIT ?2"));
     select.BindText(1, after)
         .Bind(2, static_cast<int64_t>(std::min<size_t>(limit, std::numeric_limits<int64_t>::max())))
-        .Bind(3, std::numeric_limits<int64_t>::max());
+        .Bind(3, std::numeric_limits<int64_t>::max())
+        .BindText(4, owner);
     std::vector<BatchRecord> batches;
     while (true) {
       STRATA_ASSIGN_OR_RETURN(const bool row, select.Step());

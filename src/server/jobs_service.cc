@@ -60,27 +60,33 @@ grpc::Status Answer(const StatusOr<Record>& result, Proto* out) {
 
 }  // namespace
 
-Status JobsService::Admit(grpc::ServerContext* ctx) const {
-  return AdmitGrpcCall(api_keys_, ctx, /*generation=*/false).status;
+StatusOr<std::string> JobsService::Admit(grpc::ServerContext* ctx) const {
+  KeyAdmission admitted = AdmitGrpcCall(api_keys_, ctx, /*generation=*/false);
+  if (!admitted.status.ok()) return admitted.status;
+  return admitted.lease ? admitted.lease->key_name() : std::string();
 }
 
 grpc::Status JobsService::UploadFile(grpc::ServerContext* ctx, const v1::UploadFileRequest* request,
                                      v1::JobFile* response) {
-  if (Status admitted = Admit(ctx); !admitted.ok()) return ToGrpcStatus(admitted);
-  return Answer(api_.UploadFile(request->purpose(), request->filename(), request->content()),
-                response);
+  const StatusOr<std::string> owner = Admit(ctx);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  return Answer(
+      api_.UploadFile(*owner, request->purpose(), request->filename(), request->content()),
+      response);
 }
 
 grpc::Status JobsService::GetFile(grpc::ServerContext* ctx, const v1::JobFileId* request,
                                   v1::JobFile* response) {
-  if (Status admitted = Admit(ctx); !admitted.ok()) return ToGrpcStatus(admitted);
-  return Answer(api_.GetFile(request->id()), response);
+  const StatusOr<std::string> owner = Admit(ctx);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  return Answer(api_.GetFile(*owner, request->id()), response);
 }
 
 grpc::Status JobsService::GetFileContent(grpc::ServerContext* ctx, const v1::JobFileId* request,
                                          v1::JobFileContent* response) {
-  if (Status admitted = Admit(ctx); !admitted.ok()) return ToGrpcStatus(admitted);
-  StatusOr<std::string> content = api_.FileContent(request->id());
+  const StatusOr<std::string> owner = Admit(ctx);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  StatusOr<std::string> content = api_.FileContent(*owner, request->id());
   if (!content.ok()) return ToGrpcStatus(content.status());
   response->set_content(std::move(*content));
   return grpc::Status::OK;
@@ -88,7 +94,8 @@ grpc::Status JobsService::GetFileContent(grpc::ServerContext* ctx, const v1::Job
 
 grpc::Status JobsService::CreateBatch(grpc::ServerContext* ctx,
                                       const v1::CreateBatchRequest* request, v1::Batch* response) {
-  if (Status admitted = Admit(ctx); !admitted.ok()) return ToGrpcStatus(admitted);
+  const StatusOr<std::string> owner = Admit(ctx);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
   if (request->metadata_size() > 16) {
     return ToGrpcStatus(InvalidArgumentError("metadata has more than 16 keys"));
   }
@@ -102,24 +109,26 @@ grpc::Status JobsService::CreateBatch(grpc::ServerContext* ctx,
   }
   return Answer(
       api_.CreateBatch(
-          request->input_file_id(), request->endpoint(), request->completion_window(),
+          *owner, request->input_file_id(), request->endpoint(), request->completion_window(),
           metadata.empty() ? "" : metadata.dump(-1, ' ', false, json::error_handler_t::replace)),
       response);
 }
 
 grpc::Status JobsService::GetBatch(grpc::ServerContext* ctx, const v1::BatchId* request,
                                    v1::Batch* response) {
-  if (Status admitted = Admit(ctx); !admitted.ok()) return ToGrpcStatus(admitted);
-  return Answer(api_.GetBatch(request->id()), response);
+  const StatusOr<std::string> owner = Admit(ctx);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  return Answer(api_.GetBatch(*owner, request->id()), response);
 }
 
 grpc::Status JobsService::ListBatches(grpc::ServerContext* ctx,
                                       const v1::ListBatchesRequest* request,
                                       v1::ListBatchesResponse* response) {
-  if (Status admitted = Admit(ctx); !admitted.ok()) return ToGrpcStatus(admitted);
+  const StatusOr<std::string> owner = Admit(ctx);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
   const int32_t limit = request->limit() == 0 ? 20 : request->limit();
   StatusOr<http::BatchPage> page =
-      api_.ListBatches(request->after(), limit < 0 ? 0 : static_cast<size_t>(limit));
+      api_.ListBatches(*owner, request->after(), limit < 0 ? 0 : static_cast<size_t>(limit));
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (const jobs::BatchRecord& b : page->data) ToProto(b, response->add_data());
   response->set_has_more(page->has_more);
@@ -128,8 +137,9 @@ grpc::Status JobsService::ListBatches(grpc::ServerContext* ctx,
 
 grpc::Status JobsService::CancelBatch(grpc::ServerContext* ctx, const v1::BatchId* request,
                                       v1::Batch* response) {
-  if (Status admitted = Admit(ctx); !admitted.ok()) return ToGrpcStatus(admitted);
-  return Answer(api_.CancelBatch(request->id()), response);
+  const StatusOr<std::string> owner = Admit(ctx);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  return Answer(api_.CancelBatch(*owner, request->id()), response);
 }
 
 }  // namespace strata::server

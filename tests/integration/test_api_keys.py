@@ -4,8 +4,10 @@ A call without a key, with a wrong one or with a malformed header is UNAUTHENTIC
 one message that reveals nothing else; health stays open and reflection is off. A key's limits
 (calls per minute, generation calls at once) refuse with RESOURCE_EXHAUSTED / 429 and a retry
 delay. Per-key usage is in /metrics by the key's name, and no key appears in the log or metrics.
+With --jobs-db, each key sees only the batch files and jobs it created.
 """
 import hashlib
+import json
 import signal
 import threading
 import time
@@ -18,7 +20,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from strata_server import Server, greedy, idle_kv, pb
+from strata_server import Server, greedy, idle_kv, jobs_pb, jobs_pb_grpc, pb
 
 MODEL = "gemma-3-270m-q4_k_m"
 KEYS = {"alice": "sk-alice-0123456789abcdef", "bob": "sk-bob-fedcba9876543210",
@@ -199,3 +201,54 @@ def test_the_keys_file_is_reloaded_when_it_changes_and_on_sighup(tmp_path):
         assert s.stop() == 0, log
     for key in KEYS.values():
         assert key not in log
+
+
+def test_each_key_sees_only_its_own_batch_files_and_jobs(tmp_path):
+    keys_file = tmp_path / "api_keys"
+    keys_file.write_text(f"alice {sha256(KEYS['alice'])}\nbob {sha256(KEYS['bob'])}\n")
+    s = Server("--api-keys-file", str(keys_file), "--jobs-db", str(tmp_path / "jobs.db"))
+    try:
+        s.wait_serving()
+        base = f"http://127.0.0.1:{s.http_port}/v1"
+        line = ('{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": '
+                f'{{"model": "{MODEL}", "prompt": "Hi", "max_tokens": 2, "temperature": 0}}}}\n')
+        with openai.OpenAI(base_url=base, api_key=KEYS["alice"], max_retries=0) as alice, \
+                openai.OpenAI(base_url=base, api_key=KEYS["bob"], max_retries=0) as bob:
+            file = alice.files.create(file=("in.jsonl", line.encode()), purpose="batch")
+            batch = alice.batches.create(input_file_id=file.id, endpoint="/v1/completions",
+                                         completion_window="24h")
+            # Bob cannot see, read, use, cancel or delete Alice's: each is "not found", as an
+            # id that does not exist.
+            for call in [lambda: bob.files.retrieve(file.id),
+                         lambda: bob.files.content(file.id),
+                         lambda: bob.files.delete(file.id),
+                         lambda: bob.batches.retrieve(batch.id),
+                         lambda: bob.batches.cancel(batch.id),
+                         lambda: bob.batches.create(input_file_id=file.id,
+                                                    endpoint="/v1/completions",
+                                                    completion_window="24h")]:
+                with pytest.raises(openai.NotFoundError):
+                    call()
+            assert [b.id for b in bob.batches.list()] == []
+            assert [f.id for f in bob.files.list()] == []
+            # Over gRPC too.
+            jobs = jobs_pb_grpc.JobsStub(s.channel)
+            with pytest.raises(grpc.RpcError) as e:
+                jobs.GetBatch(jobs_pb.BatchId(id=batch.id), metadata=bearer(KEYS["bob"]),
+                              timeout=30)
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+            assert jobs.GetBatch(jobs_pb.BatchId(id=batch.id), metadata=bearer(KEYS["alice"]),
+                                 timeout=30).id == batch.id
+            # Alice's job runs and its output is hers alone.
+            deadline = time.monotonic() + 120
+            while (got := alice.batches.retrieve(batch.id)).status != "completed":
+                assert time.monotonic() < deadline, got
+                time.sleep(0.2)
+            assert [b.id for b in alice.batches.list()] == [batch.id]
+            output = alice.files.content(got.output_file_id).content.decode().splitlines()
+            assert [json.loads(x)["custom_id"] for x in output] == ["a"]
+            with pytest.raises(openai.NotFoundError):
+                bob.files.content(got.output_file_id)
+    finally:
+        log = s.log()
+        assert s.stop() == 0, log

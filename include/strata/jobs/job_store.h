@@ -41,7 +41,9 @@
 namespace strata::jobs {
 
 // The schema this build writes (PRAGMA user_version); a newer file is refused.
-inline constexpr int64_t kJobStoreSchemaVersion = 1;
+// Version 2 added owners; a version 1 file is migrated when opened (its files and batches get
+// the owner "").
+inline constexpr int64_t kJobStoreSchemaVersion = 2;
 
 // An uploaded file (input JSONL, or an output/error file the store wrote).
 struct FileRecord {
@@ -50,6 +52,9 @@ struct FileRecord {
   std::string filename;
   int64_t bytes = 0;
   int64_t created_at = 0;  // Unix seconds
+  // Who may see it: the API key name that uploaded it (or whose batch wrote it); "" without
+  // API keys.
+  std::string owner;
 };
 
 enum class BatchState {
@@ -86,6 +91,7 @@ struct BatchRecord {
   int64_t created_at = 0, in_progress_at = 0, expires_at = 0, finalizing_at = 0, completed_at = 0,
           failed_at = 0, expired_at = 0, cancelling_at = 0, cancelled_at = 0;  // 0 = null
   BatchCounts counts;
+  std::string owner;  // the API key name that created it; "" without API keys
 };
 
 // One request line of a batch, validated by the caller.
@@ -126,26 +132,30 @@ class JobStore {
 
   // Files. `content` is kept as bytes (a BLOB); `bytes` is its size.
   StatusOr<FileRecord> AddFile(std::string_view purpose, std::string_view filename,
-                               std::string_view content, int64_t now);
-  StatusOr<FileRecord> GetFile(std::string_view id);            // NOT_FOUND naming the id
-  StatusOr<std::string> FileContent(std::string_view id);       // NOT_FOUND
-  std::vector<FileRecord> ListFiles(std::string_view purpose);  // "" = all, newest first
+                               std::string_view content, int64_t now, std::string_view owner = "");
+  StatusOr<FileRecord> GetFile(std::string_view id);       // NOT_FOUND naming the id
+  StatusOr<std::string> FileContent(std::string_view id);  // NOT_FOUND
+  // `owner`'s files with `purpose` ("" = all), newest first.
+  std::vector<FileRecord> ListFiles(std::string_view purpose, std::string_view owner = "");
   // NOT_FOUND; FAILED_PRECONDITION while a batch not yet finished uses it as input.
   Status DeleteFile(std::string_view id);
 
   // Creates a batch in state in_progress (in_progress_at = created_at = now, expires_at = now +
   // window_seconds) with its lines and, for lines that failed validation, their results already
   // recorded (counts.total = lines + invalid, counts.failed = invalid). One transaction.
-  // `proto` gives endpoint, input_file_id, completion_window, metadata_json. NOT_FOUND when the
+  // `proto` gives endpoint, input_file_id, completion_window, metadata_json, owner (which the
+  // output and error files inherit). NOT_FOUND when the
   // input file does not exist; INVALID_ARGUMENT for a line index given twice (among `lines` and
   // `invalid` together), a negative index or window_seconds < 1.
   StatusOr<BatchRecord> CreateBatch(const BatchRecord& proto, const std::vector<BatchLine>& lines,
                                     const std::vector<LineResult>& invalid, int64_t now,
                                     int64_t window_seconds);
   StatusOr<BatchRecord> GetBatch(std::string_view id);  // NOT_FOUND
-  // Newest first (creation order); `after`: the id of the last batch of the previous page ("" =
-  // from the newest; an id that is not stored gives an empty page); at most `limit`.
-  std::vector<BatchRecord> ListBatches(std::string_view after, size_t limit);
+  // `owner`'s batches, newest first (creation order); `after`: the id of the last batch of the
+  // previous page ("" = from the newest; an id that is not stored, or not `owner`'s, gives an
+  // empty page); at most `limit`.
+  std::vector<BatchRecord> ListBatches(std::string_view after, size_t limit,
+                                       std::string_view owner = "");
   // The ids of the batches in `state`, oldest first (the runner, after a restart: the cancelling
   // batches to FinishCancel, nothing of theirs being in flight any more).
   std::vector<std::string> BatchIdsInState(BatchState state);

@@ -1,7 +1,8 @@
 // JobsService: strata.v1.Jobs (proto/strata/v1/jobs.proto), batch jobs over gRPC through the
 // same BatchApi as the HTTP API's /v1/files and /v1/batches (--jobs-db). Every call needs an
-// API key when keys are configured; errors are the BatchApi's codes (INVALID_ARGUMENT naming
-// the field, NOT_FOUND for an unknown id).
+// API key when keys are configured, and a key sees only the files and batches it created;
+// errors are the BatchApi's codes (INVALID_ARGUMENT naming the field, NOT_FOUND for an unknown
+// id or another key's).
 //
 // The service is synchronous: a call holds a gRPC sync-server thread for a few store
 // operations (an upload's or a job creation's check of every line included), never an engine
@@ -38,7 +39,8 @@ class JobsService final : public v1::Jobs::Service {
                            v1::Batch* response) override;
 
  private:
-  Status Admit(grpc::ServerContext* ctx) const;
+  // The caller's key name ("" without keys), or why the call is refused.
+  StatusOr<std::string> Admit(grpc::ServerContext* ctx) const;
 
   http::BatchApi api_;
   ApiKeys* api_keys_;

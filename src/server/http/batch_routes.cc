@@ -89,45 +89,46 @@ Status CheckMetadata(const json& metadata) {
 
 }  // namespace
 
-void BatchRoutes::CreateFile(const httplib::Request& req, httplib::Response& res) const {
+void BatchRoutes::CreateFile(const std::string& owner, const Request& req, Response& res) const {
   if (!req.is_multipart_form_data() || !req.has_file("file")) {
     return SendError(res, InvalidArgumentError("a multipart form with a 'file' part is required"),
                      "file");
   }
   const std::string purpose = req.has_file("purpose") ? req.get_file_value("purpose").content : "";
   const httplib::MultipartFormData& file = req.get_file_value("file");
-  StatusOr<jobs::FileRecord> added = api.UploadFile(purpose, file.filename, file.content);
+  StatusOr<jobs::FileRecord> added = api.UploadFile(owner, purpose, file.filename, file.content);
   if (!added.ok()) return SendError(res, added.status(), "purpose");
   SendJson(res, 200, FileJson(*added));
 }
 
-void BatchRoutes::ListFiles(const httplib::Request& req, httplib::Response& res) const {
+void BatchRoutes::ListFiles(const std::string& owner, const Request& req, Response& res) const {
   json data = json::array();
-  for (const jobs::FileRecord& f : api.ListFiles(req.get_param_value("purpose"))) {
+  for (const jobs::FileRecord& f : api.ListFiles(owner, req.get_param_value("purpose"))) {
     data.push_back(FileJson(f));
   }
   SendJson(res, 200, {{"object", "list"}, {"data", std::move(data)}, {"has_more", false}});
 }
 
-void BatchRoutes::GetFile(const std::string& id, httplib::Response& res) const {
-  StatusOr<jobs::FileRecord> file = api.GetFile(id);
+void BatchRoutes::GetFile(const std::string& owner, const std::string& id, Response& res) const {
+  StatusOr<jobs::FileRecord> file = api.GetFile(owner, id);
   if (!file.ok()) return SendError(res, file.status());
   SendJson(res, 200, FileJson(*file));
 }
 
-void BatchRoutes::FileContent(const std::string& id, httplib::Response& res) const {
-  StatusOr<std::string> content = api.FileContent(id);
+void BatchRoutes::FileContent(const std::string& owner, const std::string& id,
+                              Response& res) const {
+  StatusOr<std::string> content = api.FileContent(owner, id);
   if (!content.ok()) return SendError(res, content.status());
   res.status = 200;
   res.set_content(std::move(*content), "application/octet-stream");
 }
 
-void BatchRoutes::DeleteFile(const std::string& id, httplib::Response& res) const {
-  if (Status deleted = api.DeleteFile(id); !deleted.ok()) return SendError(res, deleted);
+void BatchRoutes::DeleteFile(const std::string& owner, const std::string& id, Response& res) const {
+  if (Status deleted = api.DeleteFile(owner, id); !deleted.ok()) return SendError(res, deleted);
   SendJson(res, 200, {{"id", id}, {"object", "file"}, {"deleted", true}});
 }
 
-void BatchRoutes::CreateBatch(const httplib::Request& req, httplib::Response& res) const {
+void BatchRoutes::CreateBatch(const std::string& owner, const Request& req, Response& res) const {
   const json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
     return SendError(res, InvalidArgumentError("the request body must be a JSON object"));
@@ -141,13 +142,13 @@ void BatchRoutes::CreateBatch(const httplib::Request& req, httplib::Response& re
     return SendError(res, checked, "metadata");
   }
   StatusOr<jobs::BatchRecord> batch =
-      api.CreateBatch(text("input_file_id"), text("endpoint"), text("completion_window"),
+      api.CreateBatch(owner, text("input_file_id"), text("endpoint"), text("completion_window"),
                       metadata.is_null() ? "" : metadata.dump());
   if (!batch.ok()) return SendError(res, batch.status());
   SendJson(res, 200, BatchJson(*batch));
 }
 
-void BatchRoutes::ListBatches(const httplib::Request& req, httplib::Response& res) const {
+void BatchRoutes::ListBatches(const std::string& owner, const Request& req, Response& res) const {
   size_t limit = 20;
   if (req.has_param("limit")) {
     const std::string given = req.get_param_value("limit");
@@ -155,7 +156,7 @@ void BatchRoutes::ListBatches(const httplib::Request& req, httplib::Response& re
         !given.empty() && given.size() <= 3 && std::all_of(given.begin(), given.end(), ::isdigit);
     limit = digits ? static_cast<size_t>(std::stoi(given)) : 0;
   }
-  StatusOr<BatchPage> page = api.ListBatches(req.get_param_value("after"), limit);
+  StatusOr<BatchPage> page = api.ListBatches(owner, req.get_param_value("after"), limit);
   if (!page.ok()) return SendError(res, page.status(), "limit");
   json data = json::array();
   for (const jobs::BatchRecord& b : page->data) data.push_back(BatchJson(b));
@@ -167,14 +168,15 @@ void BatchRoutes::ListBatches(const httplib::Request& req, httplib::Response& re
             {"has_more", page->has_more}});
 }
 
-void BatchRoutes::GetBatch(const std::string& id, httplib::Response& res) const {
-  StatusOr<jobs::BatchRecord> batch = api.GetBatch(id);
+void BatchRoutes::GetBatch(const std::string& owner, const std::string& id, Response& res) const {
+  StatusOr<jobs::BatchRecord> batch = api.GetBatch(owner, id);
   if (!batch.ok()) return SendError(res, batch.status());
   SendJson(res, 200, BatchJson(*batch));
 }
 
-void BatchRoutes::CancelBatch(const std::string& id, httplib::Response& res) const {
-  StatusOr<jobs::BatchRecord> batch = api.CancelBatch(id);
+void BatchRoutes::CancelBatch(const std::string& owner, const std::string& id,
+                              Response& res) const {
+  StatusOr<jobs::BatchRecord> batch = api.CancelBatch(owner, id);
   if (!batch.ok()) return SendError(res, batch.status());
   SendJson(res, 200, BatchJson(*batch));
 }

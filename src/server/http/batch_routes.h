@@ -9,7 +9,8 @@
 //   GET    /v1/batches[?after=&limit=] -> list, newest first
 //   GET    /v1/batches/{id}          -> batch object
 //   POST   /v1/batches/{id}/cancel   -> batch object
-// Errors have the OpenAI error shape: 400 naming the field, 404 for an unknown id.
+// Errors have the OpenAI error shape: 400 naming the field, 404 for an unknown id (or another
+// API key's).
 #pragma once
 
 #include <httplib.h>
@@ -20,18 +21,22 @@
 
 namespace strata::server::http {
 
+// Each handler acts for `owner`, the caller's API key name ("" without API keys): BatchApi
+// shows a caller only its own files and batches.
 struct BatchRoutes {
   BatchApi api;
 
-  void CreateFile(const httplib::Request& req, httplib::Response& res) const;
-  void ListFiles(const httplib::Request& req, httplib::Response& res) const;
-  void GetFile(const std::string& id, httplib::Response& res) const;
-  void FileContent(const std::string& id, httplib::Response& res) const;
-  void DeleteFile(const std::string& id, httplib::Response& res) const;
-  void CreateBatch(const httplib::Request& req, httplib::Response& res) const;
-  void ListBatches(const httplib::Request& req, httplib::Response& res) const;
-  void GetBatch(const std::string& id, httplib::Response& res) const;
-  void CancelBatch(const std::string& id, httplib::Response& res) const;
+  using Request = httplib::Request;
+  using Response = httplib::Response;
+  void CreateFile(const std::string& owner, const Request& req, Response& res) const;
+  void ListFiles(const std::string& owner, const Request& req, Response& res) const;
+  void GetFile(const std::string& owner, const std::string& id, Response& res) const;
+  void FileContent(const std::string& owner, const std::string& id, Response& res) const;
+  void DeleteFile(const std::string& owner, const std::string& id, Response& res) const;
+  void CreateBatch(const std::string& owner, const Request& req, Response& res) const;
+  void ListBatches(const std::string& owner, const Request& req, Response& res) const;
+  void GetBatch(const std::string& owner, const std::string& id, Response& res) const;
+  void CancelBatch(const std::string& owner, const std::string& id, Response& res) const;
 };
 
 }  // namespace strata::server::http

@@ -302,18 +302,23 @@ struct HttpFrontend::Impl {
   // The Files and Batches routes, behind API keys like the others.
   void BatchRoutesOn() {
     batches = BatchRoutes{http::BatchApi(options.jobs, options.batch_runner)};
-    using Handler = void (BatchRoutes::*)(const httplib::Request&, httplib::Response&) const;
-    using IdHandler = void (BatchRoutes::*)(const std::string&, httplib::Response&) const;
+    using Handler = void (BatchRoutes::*)(const std::string&, const httplib::Request&,
+                                          httplib::Response&) const;
+    using IdHandler =
+        void (BatchRoutes::*)(const std::string&, const std::string&, httplib::Response&) const;
+    // The caller's key name owns what it creates and is all it sees ("" without keys).
     const auto with_request = [this](Handler handler) {
       return [this, handler](const httplib::Request& req, httplib::Response& res) {
-        if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions)) return;
-        (batches.*handler)(req, res);
+        std::shared_ptr<ApiKeyLease> key;
+        if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions, &key)) return;
+        (batches.*handler)(key ? key->key_name() : std::string(), req, res);
       };
     };
     const auto with_id = [this](IdHandler handler) {
       return [this, handler](const httplib::Request& req, httplib::Response& res) {
-        if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions)) return;
-        (batches.*handler)(req.matches[1].str(), res);
+        std::shared_ptr<ApiKeyLease> key;
+        if (!Admit(req, res, /*generation=*/false, Endpoint::kCompletions, &key)) return;
+        (batches.*handler)(key ? key->key_name() : std::string(), req.matches[1].str(), res);
       };
     };
     server.Post("/v1/files", with_request(&BatchRoutes::CreateFile));

@@ -52,13 +52,15 @@ LineResult Err(int64_t index) {
 
 // An input file and a batch over it with `lines` and `invalid`, created at `now`.
 BatchRecord MakeBatch(JobStore& store, const std::vector<BatchLine>& lines,
-                      const std::vector<LineResult>& invalid = {}, int64_t now = kNow) {
-  auto input = store.AddFile("batch", "input.jsonl", "{}\n", now);
+                      const std::vector<LineResult>& invalid = {}, int64_t now = kNow,
+                      const std::string& owner = "") {
+  auto input = store.AddFile("batch", "input.jsonl", "{}\n", now, owner);
   EXPECT_TRUE(input.ok()) << input.status().ToString();
   BatchRecord proto;
   proto.endpoint = "/v1/completions";
   proto.input_file_id = input.ok() ? input->id : "";
   proto.completion_window = "24h";
+  proto.owner = owner;
   auto batch = store.CreateBatch(proto, lines, invalid, now, kDay);
   EXPECT_TRUE(batch.ok()) << batch.status().ToString();
   return batch.ok() ? *batch : BatchRecord();
@@ -486,11 +488,11 @@ TEST(JobStore, DeleteFileRefusesTheInputOfAnUnfinishedBatch) {
   EXPECT_EQ(store->GetBatch(batch.id)->input_file_id, batch.input_file_id);
 }
 
-TEST(JobStore, OpensWalAtVersionOneAndRefusesNewerSchemasAndForeignFiles) {
+TEST(JobStore, OpensWalAtVersionTwoAndRefusesNewerSchemasAndForeignFiles) {
   const std::string path = DbPath("newer");
   ASSERT_NE(OpenOrDie(path), nullptr);
   EXPECT_EQ(QueryText(path, "PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(QueryText(path, "PRAGMA user_version"), "1");
+  EXPECT_EQ(QueryText(path, "PRAGMA user_version"), "2");
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
@@ -531,6 +533,66 @@ TEST(JobStore, ListBatchesPagesNewestFirstAfterAnId) {
   EXPECT_TRUE(store->ListBatches("batch_nope", 2).empty());
   EXPECT_TRUE(store->ListBatches("", 0).empty());
   EXPECT_EQ(store->ListBatches("", 100).size(), 5u);
+}
+
+TEST(JobStore, ListsOnlyTheOwnersFilesAndBatchesAndOutputsInheritTheOwner) {
+  auto store = OpenOrDie(DbPath("owners"));
+  ASSERT_NE(store, nullptr);
+  const BatchRecord alice = MakeBatch(*store, Lines({0}), {}, kNow, "alice");
+  const BatchRecord bob = MakeBatch(*store, Lines({0}), {}, kNow, "bob");
+  const BatchRecord nobody = MakeBatch(*store, Lines({0}), {}, kNow);
+  EXPECT_EQ(store->GetBatch(alice.id)->owner, "alice");
+  EXPECT_EQ(store->GetFile(alice.input_file_id)->owner, "alice");
+
+  const auto batch_ids = [&](std::string_view owner) {
+    std::vector<std::string> ids;
+    for (const BatchRecord& b : store->ListBatches("", 10, owner)) ids.push_back(b.id);
+    return ids;
+  };
+  EXPECT_EQ(batch_ids("alice"), std::vector<std::string>{alice.id});
+  EXPECT_EQ(batch_ids("bob"), std::vector<std::string>{bob.id});
+  EXPECT_EQ(batch_ids(""), std::vector<std::string>{nobody.id});
+  EXPECT_TRUE(batch_ids("carol").empty());
+  // Paging after another owner's batch gives nothing.
+  EXPECT_TRUE(store->ListBatches(bob.id, 10, "alice").empty());
+
+  ASSERT_TRUE(store->RecordResult(alice.id, Ok(0)).ok());
+  const StatusOr<BatchRecord> done = store->Complete(alice.id, kNow + 5);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(store->GetFile(done->output_file_id)->owner, "alice");
+  std::vector<std::string> alice_files;
+  for (const FileRecord& f : store->ListFiles("", "alice")) alice_files.push_back(f.id);
+  EXPECT_EQ(alice_files, (std::vector<std::string>{done->output_file_id, alice.input_file_id}));
+  EXPECT_EQ(store->ListFiles("batch", "bob").size(), 1u);
+  EXPECT_TRUE(store->ListFiles("", "carol").empty());
+}
+
+TEST(JobStore, AVersionOneFileIsMigratedWithItsJobsOwnedByNobody) {
+  const std::string path = DbPath("v1");
+  std::string batch_id;
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    batch_id = MakeBatch(*store, Lines({0, 1})).id;
+  }
+  // Back to version 1's tables: no owner columns.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  for (const char* sql : {"ALTER TABLE files DROP COLUMN owner",
+                          "ALTER TABLE batches DROP COLUMN owner", "PRAGMA user_version = 1"}) {
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  }
+  sqlite3_close(db);
+
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(QueryText(path, "PRAGMA user_version"), "2");
+  const StatusOr<BatchRecord> batch = store->GetBatch(batch_id);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(batch->owner, "");
+  EXPECT_EQ(store->ListBatches("", 10, "").size(), 1u);
+  EXPECT_EQ(store->PendingLines(10, {}).size(), 2u);  // the job resumes
+  EXPECT_EQ(MakeBatch(*store, Lines({0}), {}, kNow, "alice").owner, "alice");
 }
 
 TEST(BatchState, NamesAreTheApiSpellings) {

@@ -28,28 +28,31 @@ class BatchApi {
  public:
   BatchApi(jobs::JobStore* store, BatchRunner* runner) : store_(store), runner_(runner) {}
 
+  // Every operation acts for `owner`, the caller's API key name ("" without API keys): a file
+  // or batch another owner created is NOT_FOUND, exactly as an unknown id (nothing says it
+  // exists), and lists hold only the owner's.
+
   // An input file (purpose must be "batch").
-  StatusOr<jobs::FileRecord> UploadFile(std::string_view purpose, std::string_view filename,
-                                        std::string_view content) const;
-  StatusOr<jobs::FileRecord> GetFile(std::string_view id) const { return store_->GetFile(id); }
-  StatusOr<std::string> FileContent(std::string_view id) const { return store_->FileContent(id); }
-  std::vector<jobs::FileRecord> ListFiles(std::string_view purpose) const {
-    return store_->ListFiles(purpose);
+  StatusOr<jobs::FileRecord> UploadFile(std::string_view owner, std::string_view purpose,
+                                        std::string_view filename, std::string_view content) const;
+  StatusOr<jobs::FileRecord> GetFile(std::string_view owner, std::string_view id) const;
+  StatusOr<std::string> FileContent(std::string_view owner, std::string_view id) const;
+  std::vector<jobs::FileRecord> ListFiles(std::string_view owner, std::string_view purpose) const {
+    return store_->ListFiles(purpose, owner);
   }
-  Status DeleteFile(std::string_view id) const { return store_->DeleteFile(id); }
+  Status DeleteFile(std::string_view owner, std::string_view id) const;
 
   // A job on `input_file_id` for `endpoint` (completion window "24h"), its lines checked now:
   // the bad ones go to its error file. `metadata_json`: a JSON object as text, or "".
-  StatusOr<jobs::BatchRecord> CreateBatch(const std::string& input_file_id,
+  StatusOr<jobs::BatchRecord> CreateBatch(std::string_view owner, const std::string& input_file_id,
                                           const std::string& endpoint,
                                           const std::string& completion_window,
                                           const std::string& metadata_json) const;
-  StatusOr<jobs::BatchRecord> GetBatch(std::string_view id) const { return store_->GetBatch(id); }
+  StatusOr<jobs::BatchRecord> GetBatch(std::string_view owner, std::string_view id) const;
   // Newest first, after the job `after` ("" = from the newest); `limit` 1..100.
-  StatusOr<BatchPage> ListBatches(std::string_view after, size_t limit) const;
-  StatusOr<jobs::BatchRecord> CancelBatch(const std::string& id) const {
-    return runner_->Cancel(id);
-  }
+  StatusOr<BatchPage> ListBatches(std::string_view owner, std::string_view after,
+                                  size_t limit) const;
+  StatusOr<jobs::BatchRecord> CancelBatch(std::string_view owner, const std::string& id) const;
 
  private:
   jobs::JobStore* store_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <span>
 #include <utility>
 
@@ -50,7 +51,8 @@ struct Engine::Live {
         sampler(request.params, request.prompt),
         output(request.params, tokenizer, end_of_generation_ids),
         wants_logprobs(request.params.logprobs > 0),
-        speculative(request.speculative && !request.background),
+        speculative(request.speculative && !request.background && request.constraint == nullptr),
+        constraint(request.constraint),
         record_stages(request.record_stages) {}
 
   std::shared_ptr<RequestStream> stream;
@@ -61,9 +63,11 @@ struct Engine::Live {
   sampling::Sampler sampler;
   OutputProcessor output;
   bool wants_logprobs;
-  bool speculative;               // drafts allowed: the request allows them, not background
-  SequenceAcceptance acceptance;  // its drafts' record, for SpeculationPolicy
-  bool record_stages;             // keep its prefill chunks' times
+  // Drafts allowed: the request allows them, and is neither background work nor constrained.
+  bool speculative;
+  std::shared_ptr<TokenConstraint> constraint;  // null: any token
+  SequenceAcceptance acceptance;                // its drafts' record, for SpeculationPolicy
+  bool record_stages;                           // keep its prefill chunks' times
   std::vector<PrefillChunkTime> prefill_chunks;
   int64_t prefill_chunks_dropped = 0;
   int32_t preemptions = 0;
@@ -427,7 +431,9 @@ Status Engine::RunBatch(const SchedulerOutput& out) {
       // The engine samples a drafted chunk's rows itself, in order (VerifyDraft).
       row_samplers_.insert(row_samplers_.end(), static_cast<size_t>(1 + s.num_draft), nullptr);
     } else {
-      row_samplers_.push_back(&live_.at(s.seq->id)->sampler);
+      Live& live = *live_.at(s.seq->id);
+      // A constrained row comes back as logits: the engine masks them, then samples.
+      row_samplers_.push_back(live.constraint ? nullptr : &live.sampler);
     }
   }
   return runner_.Run(MakeBatch(out, kv_), row_samplers_, &sampled_);
@@ -468,6 +474,25 @@ void Engine::VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
   ++stats_.speculative_accepted_lengths[static_cast<size_t>(accepted)];
 }
 
+int32_t Engine::SampleConstrained(Live* live, std::span<float> logits) {
+  const size_t words = (logits.size() + 31) / 32;
+  allowed_.assign(words, 0);
+  live->constraint->FillAllowed(allowed_);
+  bool any = false;
+  for (size_t w = 0; w < words; ++w) {
+    const uint32_t bits = allowed_[w];
+    any |= bits != 0;
+    if (bits == ~uint32_t{0}) continue;
+    const size_t end = std::min(logits.size(), (w + 1) * 32);
+    for (size_t i = w * 32; i < end; ++i) {
+      if ((bits >> (i - w * 32) & 1u) == 0) logits[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  if (!any) return -1;
+  const int32_t token = live->sampler.Sample(logits);
+  return live->constraint->Accept(token) ? token : -1;
+}
+
 void Engine::Postprocess(const SchedulerOutput& out) {
   size_t row = 0;
   int64_t generated = 0;
@@ -485,7 +510,16 @@ void Engine::Postprocess(const SchedulerOutput& out) {
         scheduler_.AppendToken(id, o.token_ids.back());
       }
     } else {
-      const int32_t token = sampled_[row++];
+      const int32_t token =
+          live.constraint ? SampleConstrained(&live, runner_.row(row)) : sampled_[row];
+      ++row;
+      if (token < 0) {
+        scheduler_.Cancel(id);
+        EndRequest(id, sampling::FinishReason::kError,
+                   InvalidArgumentError("the output cannot go on under its structured-output "
+                                        "constraint (no token is allowed next)"));
+        continue;
+      }
       std::span<const sampling::SampleLogprobs> logprobs;
       if (live.wants_logprobs) logprobs = {&live.sampler.last_logprobs(), 1};
       o = Timed(&live.detokenize_seconds, [&] {

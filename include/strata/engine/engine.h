@@ -178,6 +178,10 @@ class Engine final : public RequestSubmitter {
   static void FillUsage(const Live& live, StreamChunk* last);
   static StreamChunk UnscheduledLast(const Submission& s, sampling::FinishReason reason);
   void PublishStats(const SchedulerOutput* out);
+  // A constrained request's next token: its logits masked to what the constraint allows, then
+  // sampled with its sampler, then accepted by the constraint; -1 when no token is allowed or
+  // the constraint refused the sampled one.
+  int32_t SampleConstrained(Live* live, std::span<float> logits);
   // Feeds the step (its tokens, sampled rows, how many of its sequences were not background
   // work, its seconds) to the step-time model and sizes the background work of the next step.
   void SizeBackgroundWork(int64_t step_tokens, int64_t step_rows, int64_t foreground,
@@ -197,6 +201,7 @@ class Engine final : public RequestSubmitter {
   ModelRunner runner_;
   std::vector<sampling::Sampler*> row_samplers_;  // this step's, one per sampled row
   std::vector<int32_t> sampled_;                  // this step's tokens, one per sampled row
+  std::vector<uint32_t> allowed_;                 // SampleConstrained's scratch bitmask
   SpeculationPolicy policy_;
   std::vector<DraftRequest> draft_requests_;  // ProposeDrafts' scratch
   std::vector<std::vector<int32_t>> drafts_;  // one per draft request

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "strata/engine/token_constraint.h"
 #include "strata/sampling/sampling_params.h"
 
 namespace strata::engine {
@@ -44,6 +46,8 @@ struct Request {
   // either way (speculation is exact); a client may opt out, e.g. to measure without it.
   bool speculative = true;
   CachePolicy cache;
+  // Structured output: the tokens the output may consist of (token_constraint.h); null = any.
+  std::shared_ptr<TokenConstraint> constraint;
   // Record when each forward over its prompt ran (RequestStages::prefill_chunks), for a trace
   // of the request. The other stage times are kept for every request.
   bool record_stages = false;

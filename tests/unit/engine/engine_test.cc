@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -555,6 +556,76 @@ TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
 
 // The seam a response cache or router will use: a submitter that wraps the engine sees every
 // submit and cancel, and a request through it streams exactly what it would directly.
+// A constraint that allows, at its k-th token, the ids in steps[k] (nothing after the last).
+class ScriptedConstraint : public TokenConstraint {
+ public:
+  explicit ScriptedConstraint(std::vector<std::vector<int32_t>> steps) : steps_(std::move(steps)) {}
+  void FillAllowed(std::span<uint32_t> allowed) override {
+    ++fills;
+    if (next_ >= steps_.size()) return;
+    for (const int32_t id : steps_[next_]) allowed[id / 32] |= 1u << (id % 32);
+  }
+  bool Accept(int32_t token) override {
+    if (next_ >= steps_.size()) return false;
+    const std::vector<int32_t>& ok = steps_[next_];
+    if (std::find(ok.begin(), ok.end(), token) == ok.end()) return false;
+    ++next_;
+    return true;
+  }
+  int fills = 0;
+
+ private:
+  std::vector<std::vector<int32_t>> steps_;
+  size_t next_ = 0;
+};
+
+TEST_F(EngineTest, AConstrainedRequestSamplesOnlyAllowedTokensBesideAFreeOne) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  const std::vector<std::vector<int32_t>> steps = {{20, 21}, {30}, {40, 41, 42}, {7}};
+  auto constraint = std::make_shared<ScriptedConstraint>(steps);
+  Request constrained;
+  constrained.prompt = Prompt(0, 9);
+  constrained.params = Greedy(4);
+  constrained.params.temperature = 0.8f;  // sampled, with a seed: still only allowed tokens
+  constrained.params.seed = 7;
+  constrained.constraint = constraint;
+  Request free;
+  free.prompt = Prompt(1, 7);
+  free.params = Greedy(6);
+  auto a = engine->Submit(constrained);
+  auto b = engine->Submit(free);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<Output> out = Drain(*engine, {*a, *b});
+  ASSERT_EQ(out[0].tokens.size(), 4u) << out[0].error.ToString();
+  for (size_t k = 0; k < steps.size(); ++k) {
+    EXPECT_NE(std::find(steps[k].begin(), steps[k].end(), out[0].tokens[k]), steps[k].end())
+        << "token " << k << " = " << out[0].tokens[k];
+  }
+  EXPECT_EQ(out[0].finish, FinishReason::kLength);
+  EXPECT_EQ(constraint->fills, 4);
+  EXPECT_EQ(out[1].tokens, Alone(free.prompt, free.params));
+}
+
+TEST_F(EngineTest, AConstrainedRequestThatCannotGoOnEndsWithAnError) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  Request r;
+  r.prompt = Prompt(0, 5);
+  r.params = Greedy(10);
+  r.constraint = std::make_shared<ScriptedConstraint>(std::vector<std::vector<int32_t>>{{20}, {9}});
+  auto stream = engine->Submit(r);
+  ASSERT_TRUE(stream.ok());
+  std::vector<Output> out = Drain(*engine, {*stream});
+  EXPECT_EQ(out[0].tokens, (std::vector<int32_t>{20, 9}));
+  EXPECT_EQ(out[0].finish, FinishReason::kError);
+  EXPECT_EQ(out[0].error.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out[0].error.message().find("constraint"), std::string::npos);
+  const EngineStats stats = engine->Stats();
+  EXPECT_EQ(stats.failed_total, 1);
+  EXPECT_EQ(stats.kv.used_blocks, 0);
+}
+
 TEST_F(EngineTest, AWrappingSubmitterServesThroughTheEngine) {
   class Counting final : public RequestSubmitter {
    public:

@@ -1,0 +1,35 @@
+// TokenConstraint: what one request's output may be, token by token (structured output: a JSON
+// Schema, a regular expression, a grammar, a list of choices; the server builds them from the
+// grammar module). Before it samples the request's next token the engine asks which tokens may
+// come next, sets every other token's logit to -inf, samples from what is left with the
+// request's own sampler (temperature, top_k/top_p and seed as usual), and hands the chosen
+// token back.
+//
+// A request with a constraint is sampled on the host (the backend returns its logits row) and
+// gets no speculative drafts.
+//
+// Thread rules: the frontend builds it; once the request is submitted only the engine thread
+// uses it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace strata::engine {
+
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+
+  // Sets bit (i % 32) of allowed[i / 32] for each token id i that may come next; `allowed`
+  // covers the vocabulary ((vocab_size + 31) / 32 words) and is zeroed by the caller. An
+  // end-of-generation token is allowed exactly when the output may end here. Leaving every bit
+  // clear means the output cannot go on: the engine ends the request with an error.
+  virtual void FillAllowed(std::span<uint32_t> allowed) = 0;
+
+  // The token chosen next, one the last FillAllowed allowed. False (nothing changed) if it was
+  // not allowed; the engine then ends the request with an error.
+  virtual bool Accept(int32_t token) = 0;
+};
+
+}  // namespace strata::engine

@@ -49,6 +49,35 @@ GenerationInput InputFromProto(const v1::GenerateRequest& request) {
   in.sampling = SamplingFromProto(request.sampling());
   in.priority = request.priority();
   if (request.has_speculative()) in.speculative = request.speculative();
+  if (request.has_output_format()) {
+    const v1::OutputFormat& f = request.output_format();
+    OutputFormatInput& out = in.output_format;
+    using Kind = OutputFormatInput::Kind;
+    switch (f.format_case()) {
+      case v1::OutputFormat::kJsonSchema:
+        out.kind = Kind::kJsonSchema;
+        out.text = f.json_schema();
+        break;
+      case v1::OutputFormat::kJsonObject:
+        out.kind = f.json_object() ? Kind::kJsonObject : Kind::kNone;
+        break;
+      case v1::OutputFormat::kRegex:
+        out.kind = Kind::kRegex;
+        out.text = f.regex();
+        break;
+      case v1::OutputFormat::kGrammar:
+        out.kind = Kind::kGrammar;
+        out.text = f.grammar();
+        break;
+      case v1::OutputFormat::kChoice:
+        out.kind = Kind::kChoice;
+        out.choices.assign(f.choice().choices().begin(), f.choice().choices().end());
+        break;
+      case v1::OutputFormat::FORMAT_NOT_SET:
+        break;
+    }
+    if (f.has_strict()) out.strict = f.strict();
+  }
   in.request_id = request.request_id();
   if (request.has_cache()) {
     const v1::CacheOptions& c = request.cache();

@@ -20,8 +20,12 @@ Status BadUtf8(const std::string& field, std::string_view text) {
 
 RequestTranslator::RequestTranslator(const tokenizer::Tokenizer* tokenizer,
                                      const tokenizer::ChatTemplate* chat_template,
-                                     const TranslatorLimits& limits)
-    : tokenizer_(tokenizer), chat_template_(chat_template), limits_(limits) {}
+                                     const TranslatorLimits& limits,
+                                     OutputConstraints* output_constraints)
+    : tokenizer_(tokenizer),
+      chat_template_(chat_template),
+      limits_(limits),
+      output_constraints_(output_constraints) {}
 
 StatusOr<PromptText> RequestTranslator::CheckedText(const GenerationInput& input,
                                                     std::string_view text_field) const {
@@ -238,6 +242,20 @@ StatusOr<TranslatedRequest> RequestTranslator::Translate(const GenerationInput& 
   STRATA_ASSIGN_OR_RETURN(out.request.prompt, PromptTokens(input, out.request.params.max_tokens));
   out.seed = out.request.params.seed;
   STRATA_ASSIGN_OR_RETURN(out.request.cache, CachePolicyOf(input, out.request.params));
+  if (input.output_format.kind != OutputFormatInput::Kind::kNone) {
+    if (output_constraints_ == nullptr) {
+      return FailedPreconditionError("output_format: this server has no structured output");
+    }
+    if (input.sampling.ignore_eos) {
+      return InvalidArgumentError(
+          "sampling.ignore_eos cannot be set with an output_format: the format decides where "
+          "the output ends");
+    }
+    STRATA_ASSIGN_OR_RETURN(out.request.constraint, output_constraints_->For(input.output_format));
+    // The response cache keys on the prompt and sampling, not the format.
+    out.request.cache.cacheable = false;
+    out.request.cache.semantic = false;
+  }
   // Whether prompt + max_tokens fit the context and the KV cache is the engine's to say
   // (engine/request_limits.h), once for every transport.
   return out;

@@ -326,8 +326,9 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   limits.max_prompt_bytes = static_cast<size_t>(config.max_message_bytes);
   limits.context_tokens = context;
   limits.default_max_tokens = config.default_max_tokens;
-  m->translator =
-      std::make_unique<RequestTranslator>(m->tokenizer.get(), m->chat_template.get(), limits);
+  m->output_constraints = std::make_unique<OutputConstraints>(m->tokenizer.get());
+  m->translator = std::make_unique<RequestTranslator>(m->tokenizer.get(), m->chat_template.get(),
+                                                      limits, m->output_constraints.get());
 
   v1::ModelInfo& info = m->info;
   StatusOr<std::string_view> name = m->file->GetString("general.name");

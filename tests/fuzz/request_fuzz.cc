@@ -3,7 +3,9 @@
 // description (DescribeUnparsable), never a crash; a parsed request goes through
 // InputFromProto and RequestTranslator (size bound, UTF-8, chat rendering by a template the
 // first byte picks, sampling and cache checks) and CheckedText. Invariants:
-//   - a translated request has a non-empty prompt of in-vocabulary ids and max_tokens >= 1;
+//   - a translated request has a non-empty prompt of in-vocabulary ids and max_tokens >= 1, and
+//     a constraint exactly when it asked for an output format (compiled against a small
+//     vocabulary);
 //   - every refusal is INVALID_ARGUMENT or FAILED_PRECONDITION with a non-empty message that is
 //     valid UTF-8 (it is sent as a gRPC status and inside HTTP JSON bodies).
 #include <google/protobuf/stubs/logging.h>
@@ -71,7 +73,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_prompt_bytes = 8192;
   limits.context_tokens = 512;
   const tokenizer::Tokenizer& tok = fuzz::SmallTokenizer();
-  const server::RequestTranslator translator(&tok, chat, limits);
+  // Structured-output formats compile against the small vocabulary (an LRU of a few, shared
+  // across inputs as a server shares it across requests).
+  static server::OutputConstraints constraints(&tok, /*max_compiled=*/4);
+  const server::RequestTranslator translator(&tok, chat, limits, &constraints);
   const server::GenerationInput input = server::InputFromProto(request);
   StatusOr<server::TranslatedRequest> out = translator.Translate(input, /*drawn_seed=*/7);
   if (out.ok()) {
@@ -81,6 +86,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     "prompt ids are in the vocabulary");
     }
     fuzz::Require(out->request.params.max_tokens >= 1, "max_tokens >= 1");
+    fuzz::Require((out->request.constraint != nullptr) ==
+                      (input.output_format.kind != server::OutputFormatInput::Kind::kNone),
+                  "a constraint exactly for a structured request");
   } else {
     RequireGoodRefusal(out.status());
   }

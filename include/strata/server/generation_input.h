@@ -44,6 +44,25 @@ struct CacheInput {
   bool semantic = false;          // may be answered with a similar earlier request's answer
 };
 
+// Structured output: what the completion must look like (constrained decoding; the request's
+// tokens are masked to the format, output_constraints.h).
+struct OutputFormatInput {
+  enum class Kind {
+    kNone,        // free text
+    kJsonObject,  // any JSON object
+    kJsonSchema,  // `text`: a JSON Schema, as JSON text
+    kRegex,       // `text`: a regular expression the whole completion matches
+    kGrammar,     // `text`: a GBNF grammar (start rule `root`)
+    kChoice,      // exactly one of `choices`
+  };
+  Kind kind = Kind::kNone;
+  std::string text;
+  std::vector<std::string> choices;
+  // kJsonSchema: properties the schema does not name are refused unless additionalProperties
+  // allows them (OpenAI's strict mode); false allows any when additionalProperties is absent.
+  bool strict = true;
+};
+
 struct GenerationInput {
   enum class Kind {
     kNone,      // no input given (refused)
@@ -61,6 +80,7 @@ struct GenerationInput {
   bool speculative = true;  // the server may speculate (--speculative) for this request
   std::string request_id;   // the client's id, echoed back and logged
   CacheInput cache;
+  OutputFormatInput output_format;
 };
 
 }  // namespace strata::server

@@ -11,7 +11,10 @@
 // deterministic requests (greedy, or a seed given) cacheable unless the client opted out. Whether
 // prompt + max_tokens fit the context is the engine's check (Engine::Submit), the same for every
 // transport; a text too long for the context by its byte count alone is refused here, before the
-// cost of encoding it (Tokenizer::max_token_bytes).
+// cost of encoding it (Tokenizer::max_token_bytes). A structured-output format is compiled here
+// (OutputConstraints) into the request's TokenConstraint, so a bad schema, regex or grammar is
+// refused before anything is queued; such a request is never cacheable (the response cache does
+// not key on formats) and may not set ignore_eos (the format decides where the output ends).
 //
 // Thread rules: immutable after construction; any thread may Translate concurrently.
 #pragma once
@@ -25,6 +28,7 @@
 #include "strata/common/status.h"
 #include "strata/engine/request.h"
 #include "strata/server/generation_input.h"
+#include "strata/server/output_constraints.h"
 #include "strata/tokenizer/chat_template.h"
 #include "strata/tokenizer/tokenizer.h"
 
@@ -58,9 +62,11 @@ struct TranslatedRequest {
 class RequestTranslator {
  public:
   // `tokenizer` must outlive the translator; `chat_template` may be null (chat input is then
-  // FAILED_PRECONDITION: the model has no template).
+  // FAILED_PRECONDITION: the model has no template); `output_constraints` may be null
+  // (structured output is then FAILED_PRECONDITION), else it must outlive the translator.
   RequestTranslator(const tokenizer::Tokenizer* tokenizer,
-                    const tokenizer::ChatTemplate* chat_template, const TranslatorLimits& limits);
+                    const tokenizer::ChatTemplate* chat_template, const TranslatorLimits& limits,
+                    OutputConstraints* output_constraints = nullptr);
 
   StatusOr<TranslatedRequest> Translate(const GenerationInput& input, uint64_t drawn_seed) const;
 
@@ -82,6 +88,7 @@ class RequestTranslator {
   const tokenizer::Tokenizer* tokenizer_;
   const tokenizer::ChatTemplate* chat_template_;
   TranslatorLimits limits_;
+  OutputConstraints* output_constraints_;
 };
 
 }  // namespace strata::server

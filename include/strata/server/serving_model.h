@@ -35,6 +35,8 @@ struct ServingModel {
   std::unique_ptr<model::GgufFile> draft_file;
   std::unique_ptr<backend::Backend> draft_backend;
   std::unique_ptr<engine::Engine> engine;
+  // Structured-output formats compiled over this model's vocabulary (the translator's).
+  std::unique_ptr<OutputConstraints> output_constraints;
   std::unique_ptr<RequestTranslator> translator;
   v1::ModelInfo info;
   // What generation calls submit to: the engine, or a wrapper around it (the response cache,

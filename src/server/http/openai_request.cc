@@ -277,6 +277,89 @@ void ReadStopTokenIds(Reader& r, SamplingInput* s) {
   }
 }
 
+// Structured output: OpenAI's response_format ({"type": "text" | "json_object" |
+// "json_schema", "json_schema": {"name", "schema", "strict"}}), or vLLM's guided_json,
+// guided_regex, guided_choice and guided_grammar; at most one of them.
+bool ReadOutputFormat(Reader& r, OutputFormatInput* format) {
+  using Kind = OutputFormatInput::Kind;
+  int given = 0;
+  if (const json* rf = r.Get("response_format")) {
+    if (!rf->is_object()) return r.WrongType("response_format", "an object", *rf);
+    const auto type = rf->find("type");
+    if (type == rf->end() || !type->is_string()) {
+      return r.Fail("response_format.type",
+                    "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+    if (*type == "json_object") {
+      format->kind = Kind::kJsonObject;
+      ++given;
+    } else if (*type == "json_schema") {
+      const auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object()) {
+        return r.Fail("response_format.json_schema",
+                      "response_format.json_schema must be an object with a \"schema\"");
+      }
+      const auto schema = js->find("schema");
+      if (schema == js->end() || !(schema->is_object() || schema->is_boolean())) {
+        return r.Fail("response_format.json_schema.schema",
+                      "response_format.json_schema.schema must be a JSON Schema object");
+      }
+      const auto strict = js->find("strict");
+      if (strict != js->end() && !strict->is_null()) {
+        if (!strict->is_boolean()) {
+          return r.Fail("response_format.json_schema.strict",
+                        "response_format.json_schema.strict must be a boolean");
+        }
+        format->strict = strict->get<bool>();
+      }
+      format->kind = Kind::kJsonSchema;
+      format->text = schema->dump();
+      ++given;
+    } else if (*type != "text") {
+      return r.Fail("response_format.type",
+                    "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+  }
+  if (const json* gj = r.Get("guided_json")) {
+    if (gj->is_string()) {
+      format->text = gj->get<std::string>();
+    } else if (gj->is_object()) {
+      format->text = gj->dump();
+    } else {
+      return r.WrongType("guided_json", "a JSON Schema (an object or its JSON text)", *gj);
+    }
+    format->kind = Kind::kJsonSchema;
+    ++given;
+  }
+  if (const std::optional<std::string> regex = r.String("guided_regex")) {
+    format->kind = Kind::kRegex;
+    format->text = *regex;
+    ++given;
+  }
+  if (const std::optional<std::string> grammar = r.String("guided_grammar")) {
+    format->kind = Kind::kGrammar;
+    format->text = *grammar;
+    ++given;
+  }
+  if (const json* gc = r.Get("guided_choice")) {
+    if (!gc->is_array() || gc->empty()) {
+      return r.WrongType("guided_choice", "a non-empty array of strings", *gc);
+    }
+    for (const json& c : *gc) {
+      if (!c.is_string()) return r.WrongType("guided_choice", "a non-empty array of strings", *gc);
+      format->choices.push_back(c.get<std::string>());
+    }
+    format->kind = Kind::kChoice;
+    ++given;
+  }
+  if (given > 1) {
+    return r.Fail("response_format",
+                  "give at most one of response_format (json_object or json_schema), "
+                  "guided_json, guided_regex, guided_grammar and guided_choice");
+  }
+  return !r.failed();
+}
+
 }  // namespace
 
 bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t default_max_tokens,
@@ -402,14 +485,7 @@ bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t defaul
   r.Unsupported("logit_bias", json::object(), "logit biases are not implemented");
   r.Unsupported("tools", json::array(), "Strata has no tool calling");
   r.Unsupported("functions", json::array(), "Strata has no tool calling");
-  if (const json* rf = r.Get("response_format")) {
-    const auto type = rf->is_object() ? rf->find("type") : rf->end();
-    if (!rf->is_object() || type == rf->end() || *type != "text") {
-      return r.Fail("response_format",
-                    "response_format must be {\"type\": \"text\"}: structured output is not "
-                    "implemented");
-    }
-  }
+  if (!r.failed() && !ReadOutputFormat(r, &in.output_format)) return false;
   return !r.failed();
 }
 
@@ -437,6 +513,9 @@ std::pair<std::string, std::string> RenameField(const std::string& message, Endp
     param = "cache_tags" + field.substr(10);
   } else if (starts("chat.messages")) {
     param = "messages" + field.substr(13);
+  } else if (starts("output_format")) {
+    // response_format or one of the guided_* fields: the message says which part is wrong.
+    return {"response_format", "response_format" + field.substr(13) + rest};
   } else if (starts("token_ids.ids")) {
     param = "prompt" + field.substr(13);
   } else if (field == "prompt" || field == "request_id" || field == "priority" ||

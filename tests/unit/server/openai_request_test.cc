@@ -131,8 +131,53 @@ TEST(OpenAiRequest, ChatMessagesTakeStringsOrTextPartsAndRefuseTools) {
   EXPECT_EQ(
       Refused(kChat, R"({"model": "m", "messages": [], "tools": [{"type": "function"}]})").param,
       "tools");
+}
+
+TEST(OpenAiRequest, OutputFormatsComeFromResponseFormatOrGuidedFields) {
+  using Kind = OutputFormatInput::Kind;
+  OpenAiRequest r = Parse(kChat, R"({"model": "m", "messages": [],
+                                     "response_format": {"type": "json_object"}})");
+  EXPECT_EQ(r.input.output_format.kind, Kind::kJsonObject);
+  r = Parse(kChat, R"({"model": "m", "messages": [], "response_format": {"type": "json_schema",
+      "json_schema": {"name": "p", "schema": {"type": "integer"}, "strict": false}}})");
+  EXPECT_EQ(r.input.output_format.kind, Kind::kJsonSchema);
+  EXPECT_EQ(r.input.output_format.text, R"({"type":"integer"})");
+  EXPECT_FALSE(r.input.output_format.strict);
+  r = Parse(kChat, R"({"model": "m", "messages": [], "response_format": {"type": "text"}})");
+  EXPECT_EQ(r.input.output_format.kind, Kind::kNone);
+  r = Parse(kCompletions,
+            R"({"model": "m", "prompt": "x", "guided_json": "{\"type\": \"null\"}"})");
+  EXPECT_EQ(r.input.output_format.kind, Kind::kJsonSchema);
+  EXPECT_EQ(r.input.output_format.text, R"({"type": "null"})");
+  r = Parse(kCompletions, R"({"model": "m", "prompt": "x", "guided_regex": "a+"})");
+  EXPECT_EQ(r.input.output_format.kind, Kind::kRegex);
+  EXPECT_EQ(r.input.output_format.text, "a+");
+  r = Parse(kCompletions, R"({"model": "m", "prompt": "x", "guided_grammar": "root ::= \"a\""})");
+  EXPECT_EQ(r.input.output_format.kind, Kind::kGrammar);
+  r = Parse(kCompletions, R"({"model": "m", "prompt": "x", "guided_choice": ["yes", "no"]})");
+  EXPECT_EQ(r.input.output_format.kind, Kind::kChoice);
+  EXPECT_EQ(r.input.output_format.choices, (std::vector<std::string>{"yes", "no"}));
+
+  EXPECT_EQ(Refused(kChat, R"({"model": "m", "messages": [], "response_format": "json"})").param,
+            "response_format");
   EXPECT_EQ(Refused(kChat, R"({"model": "m", "messages": [],
-                               "response_format": {"type": "json_object"}})")
+                               "response_format": {"type": "xml"}})")
+                .param,
+            "response_format.type");
+  EXPECT_EQ(Refused(kChat, R"({"model": "m", "messages": [],
+                               "response_format": {"type": "json_schema"}})")
+                .param,
+            "response_format.json_schema");
+  EXPECT_EQ(Refused(kChat, R"({"model": "m", "messages": [], "response_format":
+                {"type": "json_schema", "json_schema": {"name": "p", "schema": 3}}})")
+                .param,
+            "response_format.json_schema.schema");
+  EXPECT_EQ(Refused(kCompletions, R"({"model": "m", "prompt": "x", "guided_choice": []})").param,
+            "guided_choice");
+  EXPECT_EQ(Refused(kCompletions, R"({"model": "m", "prompt": "x", "guided_choice": [1]})").param,
+            "guided_choice");
+  EXPECT_EQ(Refused(kCompletions, R"({"model": "m", "prompt": "x", "guided_regex": "a",
+                                      "guided_choice": ["a"]})")
                 .param,
             "response_format");
 }

@@ -330,3 +330,78 @@ TEST(RequestTranslatorInput, APlainInputTranslatesLikeItsProto) {
 
 }  // namespace
 }  // namespace strata::server
+
+namespace strata::server {
+namespace {
+
+class OutputFormatTranslationTest : public RequestTranslatorTest {
+ protected:
+  void SetUp() override {
+    RequestTranslatorTest::SetUp();
+    constraints_ = std::make_unique<OutputConstraints>(tokenizer_.get());
+  }
+  StatusOr<TranslatedRequest> TranslateWithFormats(const v1::GenerateRequest& r) {
+    RequestTranslator t(tokenizer_.get(), chat_.get(), limits_, constraints_.get());
+    return t.Translate(InputFromProto(r), /*drawn_seed=*/777);
+  }
+  static v1::GenerateRequest GreedyWithRegex(const std::string& regex) {
+    v1::GenerateRequest r = Prompt("ba");
+    r.mutable_sampling()->set_temperature(0);
+    r.mutable_output_format()->set_regex(regex);
+    return r;
+  }
+  std::unique_ptr<OutputConstraints> constraints_;
+};
+
+TEST_F(OutputFormatTranslationTest, AFormatBecomesAConstraintAndTheRequestIsNotCacheable) {
+  StatusOr<TranslatedRequest> out = TranslateWithFormats(GreedyWithRegex("(ba|da)+"));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_NE(out->request.constraint, nullptr);
+  EXPECT_FALSE(out->request.cache.cacheable);  // greedy, so cacheable without the format
+  // The first allowed token is accepted.
+  const size_t vocab = tokenizer_->vocab().tokens.size();
+  std::vector<uint32_t> allowed((vocab + 31) / 32, 0);
+  out->request.constraint->FillAllowed(allowed);
+  int32_t first = -1;
+  for (size_t id = 0; id < vocab && first < 0; ++id) {
+    if (allowed[id / 32] >> (id % 32) & 1u) first = static_cast<int32_t>(id);
+  }
+  ASSERT_GE(first, 0);
+  EXPECT_TRUE(out->request.constraint->Accept(first));
+  // Requests with the same format share one compiled grammar; each gets its own constraint.
+  StatusOr<TranslatedRequest> again = TranslateWithFormats(GreedyWithRegex("(ba|da)+"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->request.constraint, out->request.constraint);
+  EXPECT_EQ(constraints_->compiled_total(), 1);
+  ASSERT_TRUE(TranslateWithFormats(GreedyWithRegex("ba")).ok());
+  EXPECT_EQ(constraints_->compiled_total(), 2);
+}
+
+TEST_F(OutputFormatTranslationTest, BadFormatsAreRefusedNamingTheField) {
+  StatusOr<TranslatedRequest> out = TranslateWithFormats(GreedyWithRegex("(ba"));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out.status().message().rfind("output_format.regex: ", 0), 0u) << out.status().message();
+
+  v1::GenerateRequest r = Prompt("ba");
+  r.mutable_output_format()->set_json_schema(R"({"type": "object", "not": {}})");
+  out = TranslateWithFormats(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message().rfind("output_format.json_schema: ", 0), 0u)
+      << out.status().message();
+  EXPECT_NE(out.status().message().find("not"), std::string::npos);
+
+  r = GreedyWithRegex("ba");
+  r.mutable_sampling()->set_ignore_eos(true);
+  out = TranslateWithFormats(r);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("sampling.ignore_eos"), std::string::npos);
+
+  // A translator without structured output.
+  out = Translate(GreedyWithRegex("ba"));
+  EXPECT_EQ(out.status().code(), StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace strata::server

@@ -73,7 +73,7 @@ class SamplingParams(_message.Message):
     def __init__(self, max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., min_p: _Optional[float] = ..., repetition_penalty: _Optional[float] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., seed: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., ignore_eos: _Optional[bool] = ..., logprobs: _Optional[int] = ...) -> None: ...
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("prompt", "token_ids", "chat", "sampling", "priority", "request_id", "cache", "speculative")
+    __slots__ = ("prompt", "token_ids", "chat", "sampling", "priority", "request_id", "cache", "speculative", "output_format")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     CHAT_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class GenerateRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CACHE_FIELD_NUMBER: _ClassVar[int]
     SPECULATIVE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FORMAT_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     token_ids: TokenIds
     chat: ChatMessages
@@ -90,7 +91,30 @@ class GenerateRequest(_message.Message):
     request_id: str
     cache: CacheOptions
     speculative: bool
-    def __init__(self, prompt: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., chat: _Optional[_Union[ChatMessages, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., priority: _Optional[int] = ..., request_id: _Optional[str] = ..., cache: _Optional[_Union[CacheOptions, _Mapping]] = ..., speculative: _Optional[bool] = ...) -> None: ...
+    output_format: OutputFormat
+    def __init__(self, prompt: _Optional[str] = ..., token_ids: _Optional[_Union[TokenIds, _Mapping]] = ..., chat: _Optional[_Union[ChatMessages, _Mapping]] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., priority: _Optional[int] = ..., request_id: _Optional[str] = ..., cache: _Optional[_Union[CacheOptions, _Mapping]] = ..., speculative: _Optional[bool] = ..., output_format: _Optional[_Union[OutputFormat, _Mapping]] = ...) -> None: ...
+
+class OutputFormat(_message.Message):
+    __slots__ = ("json_schema", "json_object", "regex", "grammar", "choice", "strict")
+    JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    JSON_OBJECT_FIELD_NUMBER: _ClassVar[int]
+    REGEX_FIELD_NUMBER: _ClassVar[int]
+    GRAMMAR_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    json_schema: str
+    json_object: bool
+    regex: str
+    grammar: str
+    choice: Choices
+    strict: bool
+    def __init__(self, json_schema: _Optional[str] = ..., json_object: _Optional[bool] = ..., regex: _Optional[str] = ..., grammar: _Optional[str] = ..., choice: _Optional[_Union[Choices, _Mapping]] = ..., strict: _Optional[bool] = ...) -> None: ...
+
+class Choices(_message.Message):
+    __slots__ = ("choices",)
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, choices: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CacheOptions(_message.Message):
     __slots__ = ("use", "namespace", "ttl_seconds", "tags", "semantic")

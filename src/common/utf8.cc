@@ -41,4 +41,17 @@ bool IsValidUtf8(std::string_view text, size_t* error_offset) {
   return true;
 }
 
+std::string ToValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t bad = 0;
+  while (!IsValidUtf8(text, &bad)) {
+    out.append(text.substr(0, bad));
+    out.append("\xEF\xBF\xBD");  // U+FFFD
+    text.remove_prefix(bad + 1);
+  }
+  out.append(text);
+  return out;
+}
+
 }  // namespace strata

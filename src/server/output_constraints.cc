@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/common/utf8.h"
 #include "strata/grammar/compiled_grammar.h"
 #include "strata/grammar/gbnf.h"
 #include "strata/grammar/grammar_matcher.h"
@@ -116,9 +117,22 @@ StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> OutputConstraints::Com
   }
   // Compiled outside the lock: two requests with a new format may both compile it.
   const std::string_view field = FieldOf(format.kind);
+  size_t bad = 0;
+  if (!IsValidUtf8(format.text, &bad)) {
+    return InvalidArgumentError(std::string(field) + " must be valid UTF-8 (invalid byte at " +
+                                std::to_string(bad) + ")");
+  }
+  for (size_t i = 0; i < format.choices.size(); ++i) {
+    if (!IsValidUtf8(format.choices[i], &bad)) {
+      return InvalidArgumentError(std::string(field) + "[" + std::to_string(i) +
+                                  "] must be valid UTF-8 (invalid byte at " + std::to_string(bad) +
+                                  ")");
+    }
+  }
+  // The grammar module's messages may quote the input; they go back in statuses and JSON.
   StatusOr<grammar::Grammar> g = GrammarOf(format);
   if (!g.ok()) {
-    return InvalidArgumentError(std::string(field) + ": " + std::string(g.status().message()));
+    return InvalidArgumentError(std::string(field) + ": " + ToValidUtf8(g.status().message()));
   }
   StatusOr<std::shared_ptr<const grammar::TokenVocabulary>> vocabulary = Vocabulary();
   if (!vocabulary.ok()) return vocabulary.status();
@@ -126,7 +140,7 @@ StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> OutputConstraints::Com
       grammar::CompiledGrammar::Compile(*g, *vocabulary);
   if (!compiled.ok()) {
     return InvalidArgumentError(std::string(field) + ": " +
-                                std::string(compiled.status().message()));
+                                ToValidUtf8(compiled.status().message()));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   ++compiled_total_;

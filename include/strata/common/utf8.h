@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace strata {
@@ -10,5 +11,9 @@ namespace strata {
 // True when `text` is valid UTF-8. When false and `error_offset` is not null, it receives the
 // byte offset of the first invalid sequence.
 bool IsValidUtf8(std::string_view text, size_t* error_offset = nullptr);
+
+// `text` with each invalid byte replaced by U+FFFD: for messages that quote untrusted input and
+// must themselves be valid UTF-8 (gRPC status details, JSON bodies).
+std::string ToValidUtf8(std::string_view text);
 
 }  // namespace strata

@@ -46,3 +46,21 @@ TEST(IsValidUtf8, RejectsMalformedSequencesAndSaysWhere) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(ToValidUtf8, ReplacesEachInvalidByteAndKeepsValidText) {
+  EXPECT_EQ(ToValidUtf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(ToValidUtf8(""), "");
+  EXPECT_EQ(ToValidUtf8("a\xFF"
+                        "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  // A truncated 3-byte sequence: its lead byte, then its continuation byte.
+  EXPECT_EQ(ToValidUtf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_TRUE(IsValidUtf8(ToValidUtf8("\xDE\x9E\x00\x00\xC0\xAF\xED\xA0\x80x")));
+}
+
+}  // namespace
+}  // namespace strata

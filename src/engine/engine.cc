@@ -51,7 +51,7 @@ struct Engine::Live {
         sampler(request.params, request.prompt),
         output(request.params, tokenizer, end_of_generation_ids),
         wants_logprobs(request.params.logprobs > 0),
-        speculative(request.speculative && !request.background && request.constraint == nullptr),
+        speculative(request.speculative && !request.background),
         constraint(request.constraint),
         record_stages(request.record_stages) {}
 
@@ -63,7 +63,7 @@ struct Engine::Live {
   sampling::Sampler sampler;
   OutputProcessor output;
   bool wants_logprobs;
-  // Drafts allowed: the request allows them, and is neither background work nor constrained.
+  // Drafts allowed: the request allows them and is not background work.
   bool speculative;
   std::shared_ptr<TokenConstraint> constraint;  // null: any token
   SequenceAcceptance acceptance;                // its drafts' record, for SpeculationPolicy
@@ -439,14 +439,19 @@ Status Engine::RunBatch(const SchedulerOutput& out) {
   return runner_.Run(MakeBatch(out, kv_), row_samplers_, &sampled_);
 }
 
-void Engine::VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
+bool Engine::VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
                          OutputProcessor::Output* kept) {
   const std::span<const int32_t> draft(s.seq->tokens.data() + s.start_pos + 1,
                                        static_cast<size_t>(s.num_draft));
   int64_t accepted = 0;
   bool rejected = false;
   for (int64_t i = 0; i <= s.num_draft; ++i) {
-    const int32_t token = live->sampler.Sample(runner_.row(row + static_cast<size_t>(i)));
+    // Under a constraint each row is masked by the state the kept tokens before it reached, so
+    // a draft token the format does not allow is never sampled (rejected like any other).
+    const std::span<float> logits = runner_.row(row + static_cast<size_t>(i));
+    const int32_t token =
+        live->constraint ? SampleConstrained(live, logits) : live->sampler.Sample(logits);
+    if (token < 0) return false;
     std::span<const sampling::SampleLogprobs> logprobs;
     if (live->wants_logprobs) logprobs = {&live->sampler.last_logprobs(), 1};
     OutputProcessor::Output o = Timed(&live->detokenize_seconds, [&] {
@@ -472,6 +477,14 @@ void Engine::VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
   stats_.speculative_proposed_tokens_total += s.num_draft;
   stats_.speculative_accepted_tokens_total += accepted;
   ++stats_.speculative_accepted_lengths[static_cast<size_t>(accepted)];
+  return true;
+}
+
+void Engine::FailConstrained(RequestId id) {
+  scheduler_.Cancel(id);
+  EndRequest(id, sampling::FinishReason::kError,
+             InvalidArgumentError("the output cannot go on under its structured-output "
+                                  "constraint (no token is allowed next)"));
 }
 
 int32_t Engine::SampleConstrained(Live* live, std::span<float> logits) {
@@ -502,8 +515,12 @@ void Engine::Postprocess(const SchedulerOutput& out) {
     Live& live = *live_.at(id);
     OutputProcessor::Output o;
     if (s.num_draft > 0) {
-      VerifyDraft(s, row, &live, &o);
+      const bool verified = VerifyDraft(s, row, &live, &o);
       row += static_cast<size_t>(1 + s.num_draft);
+      if (!verified) {
+        FailConstrained(id);
+        continue;
+      }
       if (!o.finish_reason) {
         // The accepted draft tokens are computed already; the last kept token is not.
         scheduler_.ResolveDraft(id, static_cast<int64_t>(o.token_ids.size()) - 1);
@@ -514,10 +531,7 @@ void Engine::Postprocess(const SchedulerOutput& out) {
           live.constraint ? SampleConstrained(&live, runner_.row(row)) : sampled_[row];
       ++row;
       if (token < 0) {
-        scheduler_.Cancel(id);
-        EndRequest(id, sampling::FinishReason::kError,
-                   InvalidArgumentError("the output cannot go on under its structured-output "
-                                        "constraint (no token is allowed next)"));
+        FailConstrained(id);
         continue;
       }
       std::span<const sampling::SampleLogprobs> logprobs;

@@ -168,8 +168,10 @@ class Engine final : public RequestSubmitter {
   void ForgetDrafts(RequestId id);  // the proposer's state for an ended request
   Status RunBatch(const SchedulerOutput& out);
   void Postprocess(const SchedulerOutput& out);
-  // Samples a drafted chunk's rows from `row` on and keeps tokens while they match the draft.
-  void VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
+  // Samples a drafted chunk's rows from `row` on and keeps tokens while they match the draft
+  // (masked by the request's constraint, if any). False when the constraint allowed no token:
+  // the caller fails the request.
+  bool VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
                    OutputProcessor::Output* kept);
   // A step's preemptions, and the prompt chunks it ran for requests that record stages (its
   // forward began at `start` and ended now).
@@ -182,6 +184,8 @@ class Engine final : public RequestSubmitter {
   // sampled with its sampler, then accepted by the constraint; -1 when no token is allowed or
   // the constraint refused the sampled one.
   int32_t SampleConstrained(Live* live, std::span<float> logits);
+  // Ends request `id` (running, its step done) whose constraint allowed no token.
+  void FailConstrained(RequestId id);
   // Feeds the step (its tokens, sampled rows, how many of its sequences were not background
   // work, its seconds) to the step-time model and sizes the background work of the next step.
   void SizeBackgroundWork(int64_t step_tokens, int64_t step_rows, int64_t foreground,

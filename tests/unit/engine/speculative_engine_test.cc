@@ -288,6 +288,69 @@ TEST_F(SpeculativeEngineTest, SeededSamplingGivesThePlainTokensAndLogprobs) {
   }
 }
 
+// Allows the tokens of one set at every step: a format with infinitely many outputs.
+class TokenSetConstraint final : public TokenConstraint {
+ public:
+  explicit TokenSetConstraint(std::vector<int32_t> ids) : ids_(std::move(ids)) {}
+  void FillAllowed(std::span<uint32_t> allowed) override {
+    for (const int32_t id : ids_) allowed[id / 32] |= 1u << (id % 32);
+  }
+  bool Accept(int32_t token) override {
+    ++accepted;
+    return std::find(ids_.begin(), ids_.end(), token) != ids_.end();
+  }
+  int accepted = 0;
+
+ private:
+  std::vector<int32_t> ids_;
+};
+
+// Constrained requests decode speculatively with the plain tokens: drafts the constraint does
+// not allow are rejected, and the constraint sees exactly the tokens kept.
+TEST_F(SpeculativeEngineTest, ConstrainedRequestsGiveThePlainTokensWithDrafts) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  const std::vector<int32_t> allowed = {5, 9, 12, 17, 23, 30, 41};
+  const auto requests = [&](std::vector<std::shared_ptr<TokenSetConstraint>>* constraints) {
+    std::vector<Request> out;
+    for (int i = 0; i < 4; ++i) {
+      Request r;
+      r.prompt = Prompt(i, 6 + 2 * i);
+      r.params = i % 2 == 0 ? Sampled(200 + static_cast<uint64_t>(i), 16) : Greedy(16);
+      constraints->push_back(std::make_shared<TokenSetConstraint>(allowed));
+      r.constraint = constraints->back();
+      out.push_back(r);
+    }
+    return out;
+  };
+  std::vector<std::shared_ptr<TokenSetConstraint>> plain_constraints;
+  const std::vector<Request> plain_requests = requests(&plain_constraints);
+  const std::vector<Output> expected = Run(backend.get(), EngineOptions{}, plain_requests);
+  auto exact = std::make_shared<ScriptedProposer>();
+  for (size_t i = 0; i < plain_requests.size(); ++i) {
+    ASSERT_EQ(expected[i].tokens.size(), 16u) << expected[i].error.ToString();
+    for (const int32_t t : expected[i].tokens) {
+      EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end());
+    }
+    std::vector<int32_t> full = plain_requests[i].prompt;
+    full.insert(full.end(), expected[i].tokens.begin(), expected[i].tokens.end());
+    exact->Add(full);
+  }
+  for (const std::shared_ptr<Proposer>& proposer :
+       {std::shared_ptr<Proposer>(exact),
+        std::shared_ptr<Proposer>(std::make_shared<RandomProposer>())}) {
+    EngineOptions options;
+    options.speculative = Speculate(proposer, 4);
+    std::vector<std::shared_ptr<TokenSetConstraint>> constraints;
+    EngineStats stats;
+    const std::vector<Output> out = Run(backend.get(), options, requests(&constraints), &stats);
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(out[i].tokens, expected[i].tokens) << "request " << i;
+      EXPECT_EQ(constraints[i]->accepted, 16) << "request " << i;  // the kept tokens only
+    }
+    EXPECT_GT(stats.speculative_proposed_tokens_total, 0);
+  }
+}
+
 // A stop token or the max_tokens limit inside an accepted draft ends the request there: the
 // draft's tokens after it are never streamed.
 TEST_F(SpeculativeEngineTest, AStopInsideADraftEndsTheRequestThere) {

@@ -78,6 +78,61 @@ SCHEMAS = [
     {"type": "object", "properties": {"q": {"type": "string", "maxLength": 10,
                                             "description": "ignored annotation"}},
      "title": "annotated", "required": ["q"]},
+    {"type": "array", "maxItems": 3, "items": {
+        "type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 99},
+                                         "label": {"type": "string", "maxLength": 6}},
+        "required": ["id"]}},
+    {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9},
+                                      "b": {"type": "boolean"}, "c": {"type": "null"}}},
+    {"type": "string", "enum": ["app", "apple", "applesauce", "application", "apply"]},
+    {"type": "string", "minLength": 1, "maxLength": 1},
+    {"type": "integer", "minimum": 1000000, "maximum": 1000005},
+    {"type": "number", "minimum": -0.5, "exclusiveMaximum": 0},
+    {"type": "array", "maxItems": 3,
+     "items": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}},
+    {"anyOf": [{"type": "object", "properties": {"kind": {"const": "a"},
+                                                 "x": {"type": "integer", "minimum": 0,
+                                                       "maximum": 5}},
+                "required": ["kind", "x"]},
+               {"type": "object", "properties": {"kind": {"const": "b"},
+                                                 "y": {"type": "string", "maxLength": 4}},
+                "required": ["kind"]}]},
+    {"$defs": {"t": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 5},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/t"}, "maxItems": 2}},
+        "required": ["name"]}},
+     "$ref": "#/$defs/t"},
+    {"type": "string", "format": "time"},
+    {"type": "string", "pattern": "^[\u03b1-\u03c9]{2,4}$"},
+    {"enum": [1, 2.5, -3, "three"]},
+    {"const": "fixed"},
+    {"type": ["null", "boolean"]},
+    {"type": "object", "additionalProperties": False, "required": ["a", "c", "e"],
+     "properties": {k: {"type": "integer", "minimum": 0, "maximum": 9} for k in "abcde"}},
+    {"type": "array", "maxItems": 0},
+    {"type": "string", "enum": ["a\"b", "c\\d", "line\nbreak", "tab\there"]},
+    {"oneOf": [{"const": "left"}, {"const": "right"}, {"const": 0}]},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"definitions": {"color": {"type": "string", "enum": ["red", "green", "blue"]}},
+     "type": "object", "properties": {"fg": {"$ref": "#/definitions/color"},
+                                      "bg": {"$ref": "#/definitions/color"}},
+     "required": ["fg", "bg"], "additionalProperties": False},
+    {"anyOf": [{"type": "string", "maxLength": 8},
+               {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                "maxItems": 3}]},
+    {"type": "object", "properties": {"\u043a\u043b\u044e\u0447": {"type": "integer",
+                                                                      "minimum": 0,
+                                                                      "maximum": 9},
+                                      "\u540d\u524d": {"type": "string", "maxLength": 6}},
+     "required": ["\u043a\u043b\u044e\u0447"]},
+    {"type": "array", "maxItems": 4, "items": {"anyOf": [{"type": "integer", "minimum": 0,
+                                                          "maximum": 9},
+                                                         {"type": "null"}]}},
+    {"type": "array", "prefixItems": [{"const": "head"}],
+     "items": {"type": "integer", "minimum": 0, "maximum": 9}, "maxItems": 3},
+    {"type": "array", "maxItems": 2, "items": {"type": "string", "format": "email"}},
 ]
 
 
@@ -101,6 +156,10 @@ def sample(client, body_extra, seed, prompt="Answer in JSON.", max_tokens=300, *
         model=MODEL, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
         temperature=1.0, seed=seed, extra_body=body_extra, **kwargs)
     return r.choices[0].message.content, r.choices[0].finish_reason
+
+
+def test_the_corpus_has_at_least_fifty_schemas():
+    assert len(SCHEMAS) >= 50
 
 
 def test_sampled_outputs_validate_against_their_json_schemas(client):

@@ -253,3 +253,80 @@ def test_grpc_output_format(server):
         server.stub.Generate(request, timeout=60)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.value.details().startswith("output_format.json_schema: ")
+
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather in a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 30},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "Local time in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string",
+                                                                 "maxLength": 30}},
+                       "required": ["city"]}}},
+]
+WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def check_calls(calls, allowed):
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    assert calls
+    for call in calls:
+        assert call.type == "function" and call.id.startswith("call_")
+        assert call.function.name in allowed
+        jsonschema.validate(json.loads(call.function.arguments), params[call.function.name])
+
+
+def test_tool_calls_in_openais_shape(client):
+    for seed in range(3):
+        r = client.chat.completions.create(model=MODEL, messages=WEATHER, tools=TOOLS,
+                                           tool_choice="required", max_tokens=120,
+                                           temperature=1.0, seed=seed)
+        assert r.choices[0].finish_reason == "tool_calls"
+        assert r.choices[0].message.content is None
+        check_calls(r.choices[0].message.tool_calls, {"get_weather", "get_time"})
+    r = client.chat.completions.create(
+        model=MODEL, messages=WEATHER, tools=TOOLS, max_tokens=120, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "get_time"}},
+        parallel_tool_calls=False)
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert len(r.choices[0].message.tool_calls) == 1
+    check_calls(r.choices[0].message.tool_calls, {"get_time"})
+    # auto: a call or an answer in words, never anything else.
+    r = client.chat.completions.create(model=MODEL, messages=WEATHER, tools=TOOLS,
+                                       max_tokens=200, temperature=0)
+    if r.choices[0].finish_reason == "tool_calls":
+        check_calls(r.choices[0].message.tool_calls, {"get_weather", "get_time"})
+    elif r.choices[0].finish_reason == "stop":
+        assert isinstance(r.choices[0].message.content, str)
+    # tool_choice none: plain text.
+    r = client.chat.completions.create(model=MODEL, messages=WEATHER, tools=TOOLS,
+                                       tool_choice="none", max_tokens=8, temperature=0)
+    assert r.choices[0].message.tool_calls is None
+
+
+def test_streamed_tool_calls_and_a_follow_up_turn(client):
+    stream = client.chat.completions.create(model=MODEL, messages=WEATHER, tools=TOOLS,
+                                            tool_choice="required", max_tokens=120,
+                                            temperature=0, stream=True)
+    calls, finish = {}, None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        for delta in chunk.choices[0].delta.tool_calls or []:
+            calls[delta.index] = delta
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls" and calls
+    check_calls(list(calls.values()), {"get_weather", "get_time"})
+    first = calls[0]
+    follow = WEATHER + [
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": first.id, "type": "function",
+            "function": {"name": first.function.name, "arguments": first.function.arguments}}]},
+        {"role": "tool", "tool_call_id": first.id, "content": "18 C and sunny"}]
+    r = client.chat.completions.create(model=MODEL, messages=follow, tools=TOOLS,
+                                       max_tokens=150, temperature=0)
+    assert r.choices[0].finish_reason in ("stop", "tool_calls", "length")

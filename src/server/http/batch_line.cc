@@ -76,6 +76,7 @@ std::optional<jobs::LineResult> RunGeneration(const BatchLineEnv& env, Endpoint 
   ctx.model = env.model_id;
   ctx.logprobs = parsed.logprobs;
   ctx.top_logprobs = parsed.top_logprobs;
+  ctx.tools = parsed.tools.active();
   ctx.tokenizer = model.tokenizer.get();
   Responder responder(ctx);
   bool cancelled = false;

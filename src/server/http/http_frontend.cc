@@ -268,6 +268,7 @@ struct HttpFrontend::Impl {
     ctx.logprobs = parsed.logprobs;
     ctx.top_logprobs = parsed.top_logprobs;
     ctx.include_usage = parsed.include_usage;
+    ctx.tools = parsed.tools.active();
     ctx.tokenizer = model.tokenizer.get();
     res.set_header("X-Request-Id", ctx.id);
     Responder responder(ctx);

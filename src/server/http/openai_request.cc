@@ -186,9 +186,10 @@ bool ReadMessages(Reader& r, GenerationInput* in) {
     ChatTurn turn;
     turn.role = role->get<std::string>();
     if (turn.role == "developer") turn.role = "system";  // OpenAI's newer name for it
-    if (turn.role == "tool" || turn.role == "function") {
-      return r.Fail(field + ".role", field + ".role '" + turn.role +
-                                         "' is not supported: Strata has no tool calling");
+    if (turn.role == "function") {
+      return r.Fail(field + ".role", field +
+                                         ".role 'function' is not supported: use tools and "
+                                         "'tool' messages");
     }
     const auto content = msg.find("content");
     if (content == msg.end() || content->is_null()) {
@@ -214,6 +215,24 @@ bool ReadMessages(Reader& r, GenerationInput* in) {
       return r.Fail(field + ".content",
                     field + ".content must be a string or an array of text parts, got " +
                         JsonTypeName(*content));
+    }
+    // Tool calls and their results go into the conversation in the reply form the model is
+    // asked for (tool_calls.h).
+    if (turn.role == "tool") {
+      const auto id = msg.find("tool_call_id");
+      if (id == msg.end() || !id->is_string()) {
+        return r.Fail(field + ".tool_call_id", field + ".tool_call_id must be a string");
+      }
+      turn.role = "user";
+      turn.content = ToolResultTurn(id->get<std::string>(), turn.content);
+    } else if (const auto calls = msg.find("tool_calls");
+               turn.role == "assistant" && calls != msg.end() && !calls->is_null()) {
+      StatusOr<std::string> rendered = ToolCallsTurn(*calls, field);
+      if (!rendered.ok()) {
+        const std::string message(rendered.status().message());
+        return r.Fail(message.substr(0, message.find(' ')), message);
+      }
+      turn.content = std::move(*rendered);
     }
     in->chat.push_back(std::move(turn));
   }
@@ -483,9 +502,19 @@ bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t defaul
   r.Unsupported("echo", json(false), "the prompt is not echoed back");
   r.Unsupported("suffix", json(""), "Strata has no insertion mode");
   r.Unsupported("logit_bias", json::object(), "logit biases are not implemented");
-  r.Unsupported("tools", json::array(), "Strata has no tool calling");
-  r.Unsupported("functions", json::array(), "Strata has no tool calling");
+  r.Unsupported("functions", json::array(), "use tools instead of the deprecated functions");
   if (!r.failed() && !ReadOutputFormat(r, &in.output_format)) return false;
+  if (r.failed()) return false;
+  if (chat) {
+    Status tools = ReadToolRequest(doc, &out->tools);
+    if (tools.ok()) tools = ApplyTools(out->tools, &in);
+    if (!tools.ok()) {
+      const std::string message(tools.message());
+      return r.Fail(message.substr(0, message.find_first_of(" :")), message);
+    }
+  } else {
+    r.Unsupported("tools", json::array(), "tools need /v1/chat/completions");
+  }
   return !r.failed();
 }
 

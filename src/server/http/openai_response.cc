@@ -96,6 +96,19 @@ json Envelope(const ResponseContext& ctx, bool chunk) {
       {"model", ctx.model}};
 }
 
+// OpenAI's tool_calls array; streamed deltas also carry each call's index.
+json ToolCallsJson(const std::vector<ToolCall>& calls, bool with_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", calls[i].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments_json}}}};
+    if (with_index) call["index"] = i;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 }  // namespace
 
 Responder::Responder(ResponseContext context) : ctx_(std::move(context)) {}
@@ -111,7 +124,19 @@ std::string Responder::Body(const engine::StreamChunk& last) const {
   json body = Envelope(ctx_, /*chunk=*/false);
   const char* finish = FinishName(last.finish_reason.value_or(sampling::FinishReason::kStop));
   json choice;
-  if (ctx_.endpoint == Endpoint::kChatCompletions) {
+  if (ctx_.endpoint == Endpoint::kChatCompletions && ctx_.tools) {
+    const ToolReply reply = ParseToolReply(text_);
+    json message = {{"role", "assistant"}, {"content", reply.content}};
+    if (!reply.calls.empty()) {
+      message["content"] = nullptr;
+      message["tool_calls"] = ToolCallsJson(reply.calls, /*with_index=*/false);
+      finish = "tool_calls";
+    }
+    choice = {{"index", 0},
+              {"message", std::move(message)},
+              {"logprobs", nullptr},
+              {"finish_reason", finish}};
+  } else if (ctx_.endpoint == Endpoint::kChatCompletions) {
     choice = {{"index", 0},
               {"message", {{"role", "assistant"}, {"content", text_}}},
               {"logprobs", ctx_.logprobs ? ChatLogprobs(ctx_, logprobs_) : json(nullptr)},
@@ -147,6 +172,7 @@ std::string Responder::Events(const engine::StreamChunk& chunk) {
                   {"logprobs", nullptr},
                   {"finish_reason", nullptr}});
   }
+  if (chat && ctx_.tools) return out + ToolEvents(chunk, choice_event);
   const bool has_logprobs = ctx_.logprobs && !chunk.logprobs.empty();
   if (!chunk.text.empty() || has_logprobs) {
     if (chat) {
@@ -173,14 +199,49 @@ std::string Responder::Events(const engine::StreamChunk& chunk) {
     choice_event({{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}},
                  chunk.from_cache);
   }
+  return out + StreamEnd(chunk);
+}
+
+std::string Responder::StreamEnd(const engine::StreamChunk& last) const {
+  std::string out;
   if (ctx_.include_usage) {
     json e = Envelope(ctx_, /*chunk=*/true);
     e["choices"] = json::array();
-    e["usage"] = Usage(chunk.usage);
+    e["usage"] = Usage(last.usage);
     out += SseEvent(e);
   }
   out += "data: [DONE]\n\n";
   return out;
+}
+
+std::string Responder::ToolEvents(const engine::StreamChunk& chunk,
+                                  const std::function<void(json, bool)>& choice_event) {
+  // The reply is only known whole: text is held until the last chunk.
+  text_ += chunk.text;
+  if (!chunk.finish_reason) return "";
+  std::string finish = FinishName(*chunk.finish_reason);
+  const ToolReply reply = ParseToolReply(text_);
+  if (!reply.calls.empty()) {
+    json calls = ToolCallsJson(reply.calls, /*with_index=*/true);
+    for (json& call : calls) {
+      choice_event({{"index", 0},
+                    {"delta", {{"tool_calls", json::array({std::move(call)})}}},
+                    {"logprobs", nullptr},
+                    {"finish_reason", nullptr}},
+                   false);
+    }
+    finish = "tool_calls";
+  } else if (!reply.content.empty()) {
+    choice_event({{"index", 0},
+                  {"delta", {{"content", reply.content}}},
+                  {"logprobs", nullptr},
+                  {"finish_reason", nullptr}},
+                 false);
+  }
+  choice_event(
+      {{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}},
+      chunk.from_cache);
+  return StreamEnd(chunk);
 }
 
 std::string Responder::ErrorEvents(const ApiError& error) {

@@ -107,7 +107,7 @@ TEST(OpenAiRequest, WrongTypesNameTheField) {
   Parse(kCompletions, R"({"model": "m", "prompt": "x", "n": 1, "echo": false, "logit_bias": {}})");
 }
 
-TEST(OpenAiRequest, ChatMessagesTakeStringsOrTextPartsAndRefuseTools) {
+TEST(OpenAiRequest, ChatMessagesTakeStringsOrTextParts) {
   const OpenAiRequest r = Parse(kChat, R"({"model": "m", "messages": [
       {"role": "developer", "content": "be brief"},
       {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
@@ -120,6 +120,9 @@ TEST(OpenAiRequest, ChatMessagesTakeStringsOrTextPartsAndRefuseTools) {
   EXPECT_EQ(r.input.add_generation_prompt, false);
   EXPECT_EQ(
       Refused(kChat, R"({"model": "m", "messages": [{"role": "tool", "content": "x"}]})").param,
+      "messages[0].tool_call_id");
+  EXPECT_EQ(
+      Refused(kChat, R"({"model": "m", "messages": [{"role": "function", "content": "x"}]})").param,
       "messages[0].role");
   EXPECT_EQ(Refused(kChat, R"({"model": "m", "messages": [{"role": "user", "content":
                 [{"type": "image_url", "image_url": {"url": "x"}}]}]})")
@@ -130,7 +133,34 @@ TEST(OpenAiRequest, ChatMessagesTakeStringsOrTextPartsAndRefuseTools) {
   EXPECT_EQ(Refused(kChat, R"({"model": "m", "messages": "hi"})").param, "messages");
   EXPECT_EQ(
       Refused(kChat, R"({"model": "m", "messages": [], "tools": [{"type": "function"}]})").param,
-      "tools");
+      "tools[0].function");
+  EXPECT_EQ(Refused(kCompletions, R"({"model": "m", "prompt": "x", "tools": [{}]})").param,
+            "tools");
+}
+
+TEST(OpenAiRequest, ToolsTurnIntoASystemTurnAFormatAndRenderedTurns) {
+  const OpenAiRequest r = Parse(kChat, R"({"model": "m", "messages": [
+      {"role": "user", "content": "weather in Oslo?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+      "tool_choice": "required"})");
+  EXPECT_TRUE(r.tools.active());
+  EXPECT_EQ(r.tools.choice, ToolRequest::Choice::kRequired);
+  ASSERT_EQ(r.input.chat.size(), 4u);
+  EXPECT_EQ(r.input.chat[0].role, "system");
+  EXPECT_EQ(r.input.chat[2].role, "assistant");
+  EXPECT_NE(r.input.chat[2].content.find(R"("tool_calls")"), std::string::npos);
+  EXPECT_EQ(r.input.chat[3].role, "user");
+  EXPECT_NE(r.input.chat[3].content.find("18 C"), std::string::npos);
+  EXPECT_EQ(r.input.output_format.kind, OutputFormatInput::Kind::kJsonSchema);
+  // A format of the client's own with tools in play is refused.
+  EXPECT_EQ(Refused(kChat, R"({"model": "m", "messages": [], "guided_regex": "a",
+      "tools": [{"type": "function", "function": {"name": "f"}}]})")
+                .param,
+            "tools");
 }
 
 TEST(OpenAiRequest, OutputFormatsComeFromResponseFormatOrGuidedFields) {

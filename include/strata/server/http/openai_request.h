@@ -22,6 +22,7 @@
 
 #include "strata/common/status.h"
 #include "strata/server/generation_input.h"
+#include "strata/server/http/tool_calls.h"
 
 namespace strata::server::http {
 
@@ -46,6 +47,9 @@ struct OpenAiRequest {
   bool logprobs = false;       // report log-probabilities
   int32_t top_logprobs = 0;    // alternatives per token in the report
   std::string user;
+  // Chat: tools, tool_choice, parallel_tool_calls (tool_calls.h). When active, the reply schema
+  // is the input's output format and the answer is turned back into tool calls.
+  ToolRequest tools;
 };
 
 // Reads `body`; false with *error set (400, naming the field as `param`) when the body is not

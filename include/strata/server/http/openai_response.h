@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,9 @@ struct ResponseContext {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool include_usage = false;
+  // Chat with tools in play (tool_calls.h): the answer is the model's reply object turned into
+  // tool calls or content; streamed, it comes whole at the end (one delta per tool call).
+  bool tools = false;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for log-probabilities
 };
 
@@ -46,6 +51,13 @@ class Responder {
   static std::string ErrorEvents(const ApiError& error);
 
  private:
+  // Streaming with tools: holds the text, then on the last chunk the tool-call (or content)
+  // deltas and the finish event, through `choice_event`.
+  std::string ToolEvents(const engine::StreamChunk& chunk,
+                         const std::function<void(nlohmann::json, bool)>& choice_event);
+  // The usage event (when asked for) and "data: [DONE]".
+  std::string StreamEnd(const engine::StreamChunk& last) const;
+
   ResponseContext ctx_;
   std::string text_;
   std::vector<sampling::SampleLogprobs> logprobs_;

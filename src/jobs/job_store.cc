@@ -1,6 +1,7 @@
 #include "strata/jobs/job_store.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -317,6 +318,24 @@ bool BatchStateIsFinished(BatchState state) {
          state == BatchState::kExpired || state == BatchState::kCancelled;
 }
 
+namespace {
+
+// Runs `sql` (which sets the schema version) under the write lock when the file is still at
+// version `from`, read again under the lock so that two processes opening the file at once
+// upgrade it once; `check` may refuse first. Returns the version the file is at after.
+StatusOr<int64_t> UpgradeUnderLock(Db& db, int64_t from, const char* sql,
+                                   const std::function<Status()>& check = {}) {
+  STRATA_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
+  STRATA_ASSIGN_OR_RETURN(const int64_t version, db.QueryInt("PRAGMA user_version"));
+  if (version != from) return version;
+  if (check) STRATA_RETURN_IF_ERROR(check());
+  STRATA_RETURN_IF_ERROR(db.Exec(sql));
+  STRATA_RETURN_IF_ERROR(tx.Commit());
+  return kJobStoreSchemaVersion;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(path));
   const auto where = [&path](const Status& status) {
@@ -330,36 +349,18 @@ StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   StatusOr<int64_t> version = db->QueryInt("PRAGMA user_version");
   if (!version.ok()) return where(version.status());
   if (*version == 0) {
-    // Created under the write lock, with the version read again: two processes opening a new
-    // file at once create the schema once.
-    StatusOr<Transaction> tx = Transaction::Begin(*db);
-    if (!tx.ok()) return where(tx.status());
-    version = db->QueryInt("PRAGMA user_version");
+    version = UpgradeUnderLock(*db, 0, kSchema, [&db]() -> Status {
+      STRATA_ASSIGN_OR_RETURN(const int64_t tables,
+                              db->QueryInt("SELECT COUNT(*) FROM sqlite_master"));
+      if (tables == 0) return OkStatus();
+      return FailedPreconditionError(
+          "a database that is not a Strata job store (it has tables but no schema version)");
+    });
     if (!version.ok()) return where(version.status());
-    if (*version == 0) {
-      StatusOr<int64_t> tables = db->QueryInt("SELECT COUNT(*) FROM sqlite_master");
-      if (!tables.ok()) return where(tables.status());
-      if (*tables > 0) {
-        return FailedPreconditionError("job store " + path +
-                                       ": a database that is not a Strata job store (it has "
-                                       "tables but no schema version)");
-      }
-      if (Status status = db->Exec(kSchema); !status.ok()) return where(status);
-      if (Status status = tx->Commit(); !status.ok()) return where(status);
-      version = kJobStoreSchemaVersion;
-    }
   }
   if (*version == 1) {
-    // Migrated under the write lock, with the version read again (as creation above).
-    StatusOr<Transaction> tx = Transaction::Begin(*db);
-    if (!tx.ok()) return where(tx.status());
-    version = db->QueryInt("PRAGMA user_version");
+    version = UpgradeUnderLock(*db, 1, kMigrateFrom1);
     if (!version.ok()) return where(version.status());
-    if (*version == 1) {
-      if (Status status = db->Exec(kMigrateFrom1); !status.ok()) return where(status);
-      if (Status status = tx->Commit(); !status.ok()) return where(status);
-      version = kJobStoreSchemaVersion;
-    }
   }
   if (*version != kJobStoreSchemaVersion) {
     return FailedPreconditionError("job store " + path + ": schema version " +

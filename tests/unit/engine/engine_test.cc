@@ -626,6 +626,42 @@ TEST_F(EngineTest, AConstrainedRequestThatCannotGoOnEndsWithAnError) {
   EXPECT_EQ(stats.kv.used_blocks, 0);
 }
 
+// Preemption recomputes a constrained request's KV without sampling again: its constraint sees
+// each kept token once and the tokens are those of a run without preemption.
+TEST_F(EngineTest, PreemptedConstrainedRequestsKeepTheirTokensAndConstraintState) {
+  const auto run = [&](int32_t kv_blocks, std::vector<std::shared_ptr<ScriptedConstraint>>* cs) {
+    auto backend = MakeBackend(kv_blocks * 4 * 256);
+    EngineOptions options;
+    options.enable_prefix_caching = false;
+    options.scheduler.watermark = 0;
+    auto engine = MakeEngine(backend.get(), options);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 4; ++i) {
+      Request r;
+      r.prompt = Prompt(i, 6);
+      r.params = Greedy(14);
+      std::vector<std::vector<int32_t>> steps(14, std::vector<int32_t>{20, 21, 22, 23, 40, 41});
+      cs->push_back(std::make_shared<ScriptedConstraint>(steps));
+      r.constraint = cs->back();
+      auto s = engine->Submit(r);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      if (s.ok()) streams.push_back(*s);
+    }
+    std::vector<Output> out = Drain(*engine, streams);
+    return std::make_pair(out, engine->Stats().preemptions_total);
+  };
+  std::vector<std::shared_ptr<ScriptedConstraint>> roomy_constraints, tight_constraints;
+  const auto [roomy, roomy_preemptions] = run(64, &roomy_constraints);
+  const auto [tight, tight_preemptions] = run(12, &tight_constraints);
+  EXPECT_EQ(roomy_preemptions, 0);
+  EXPECT_GT(tight_preemptions, 0);
+  for (size_t i = 0; i < roomy.size(); ++i) {
+    ASSERT_EQ(roomy[i].tokens.size(), 14u) << roomy[i].error.ToString();
+    EXPECT_EQ(tight[i].tokens, roomy[i].tokens) << "request " << i;
+    EXPECT_EQ(tight_constraints[i]->fills, 14) << "request " << i;  // one mask per token kept
+  }
+}
+
 TEST_F(EngineTest, AWrappingSubmitterServesThroughTheEngine) {
   class Counting final : public RequestSubmitter {
    public:

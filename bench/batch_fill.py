@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -28,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from bench_env import cpu_model, resolve, strata_commit  # noqa: E402
+from bench_env import (add_server_arguments, cpu_model, publish, resolve,  # noqa: E402
+                       strata_commit, use_build)
 from strata_server import Server, greedy, pb  # noqa: E402
 
 PROMPTS = [
@@ -129,9 +129,7 @@ def job_rate(server: Server, batch_id: str, seconds: float) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--model", default="models/gemma-3-270m-q4_k_m.gguf")
-    p.add_argument("--build", default="build")
-    p.add_argument("--threads", type=int, default=2)
+    add_server_arguments(p)
     p.add_argument("--streams", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--lines", type=int, default=2000)
@@ -139,9 +137,8 @@ def main() -> int:
     p.add_argument("--phase-s", type=float, default=60)
     p.add_argument("--warmup-s", type=float, default=10)
     p.add_argument("--server-flags", default="", help="more strata-server flags, space-separated")
-    p.add_argument("--markdown", default="")
     args = p.parse_args()
-    os.environ["STRATA_BUILD_DIR"] = str(resolve(args.build))
+    use_build(args)
     db = Path(tempfile.mkdtemp(prefix="batch-fill-")) / "jobs.db"
     server = Server("--jobs-db", str(db), *args.server_flags.split(), threads=args.threads,
                     model=resolve(args.model))
@@ -184,9 +181,7 @@ def main() -> int:
         f"({rise(alone['ttft_p99'], both['ttft_p99'])}) | {both['itl_p99'] * 1000:.0f} "
         f"({rise(alone['itl_p99'], both['itl_p99'])}) | {rate['lines']} ({share:.0f}% of idle) |",
     ]) + "\n"
-    print(report)
-    if args.markdown:
-        resolve(args.markdown).write_text(report)
+    publish(args, report)
     return 0
 
 

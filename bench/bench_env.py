@@ -43,3 +43,25 @@ def peer_source(binary: Path) -> str:
         return "`" + (binary.parent / "SOURCE").read_text().strip() + "`"
     except OSError:
         return "an unknown source"
+
+
+def add_server_arguments(parser) -> None:
+    """The options every benchmark that starts strata-server shares: --model, --build,
+    --threads and --markdown (the report is also written there)."""
+    parser.add_argument("--model", default="models/gemma-3-270m-q4_k_m.gguf")
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--markdown", default="", help="also write the report here")
+
+
+def use_build(args) -> None:
+    """Points tests/integration/strata_server.py's Server at --build."""
+    import os
+    os.environ["STRATA_BUILD_DIR"] = str(resolve(args.build))
+
+
+def publish(args, report: str) -> None:
+    """Prints the report and writes it to --markdown when given."""
+    print(report)
+    if args.markdown:
+        resolve(args.markdown).write_text(report)

@@ -14,7 +14,6 @@ second, so the two runs show the tracing overhead side by side.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import threading
@@ -25,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from bench_env import cpu_model, resolve, strata_commit  # noqa: E402
+from bench_env import (add_server_arguments, cpu_model, publish, resolve,  # noqa: E402
+                       strata_commit, use_build)
 from strata_server import Server, greedy, pb  # noqa: E402
 
 STAGES = ["tokenize_seconds", "queue_seconds", "prefill_seconds", "decode_seconds",
@@ -114,16 +114,13 @@ def percentile(values, q):
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--model", default="models/gemma-3-270m-q4_k_m.gguf")
-    p.add_argument("--build", default="build")
-    p.add_argument("--threads", type=int, default=2)
+    add_server_arguments(p)
     p.add_argument("--streams", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--warmup-s", type=float, default=15)
     p.add_argument("--duration-s", type=float, default=45)
-    p.add_argument("--markdown", default="")
     args = p.parse_args()
-    os.environ["STRATA_BUILD_DIR"] = str(resolve(args.build))
+    use_build(args)
     model = resolve(args.model)
     results = {}
     collector = CountingCollector()
@@ -168,9 +165,7 @@ def main() -> int:
                       f"{spans['failed']:.0f} failed; the collector took {collector.posts} "
                       f"posts, {collector.bytes / 1024:.0f} KiB."]
     report = "\n".join(lines) + "\n"
-    print(report)
-    if args.markdown:
-        resolve(args.markdown).write_text(report)
+    publish(args, report)
     return 0
 
 

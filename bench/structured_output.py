@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import threading
@@ -26,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from bench_env import cpu_model, resolve, strata_commit  # noqa: E402
+from bench_env import (add_server_arguments, cpu_model, publish, resolve,  # noqa: E402
+                       strata_commit, use_build)
 from strata_server import Server, pb  # noqa: E402
 
 PROMPTS = [
@@ -107,18 +107,15 @@ def one_call(server: Server, schema: str) -> tuple[float, float, int]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--model", default="models/gemma-3-270m-q4_k_m.gguf")
-    p.add_argument("--build", default="build")
-    p.add_argument("--threads", type=int, default=2)
+    add_server_arguments(p)
     p.add_argument("--streams", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--schema", default="bench/grammar/person.schema.json")
     p.add_argument("--phase-s", type=float, default=40)
     p.add_argument("--warmup-s", type=float, default=8)
     p.add_argument("--server-flags", default="", help="more strata-server flags, space-separated")
-    p.add_argument("--markdown", default="")
     args = p.parse_args()
-    os.environ["STRATA_BUILD_DIR"] = str(resolve(args.build))
+    use_build(args)
     schema = json.dumps(json.loads(resolve(args.schema).read_text()))
     # The same schema with one more optional property: a format the server has not compiled.
     fresh = json.loads(schema)
@@ -162,9 +159,7 @@ def main() -> int:
         f"{(warm[1] - warm[0]) * 1000:.0f} ms for {warm[2] - 1} tokens. (Time after the first "
         f"token is engine time: what a first visit costs there, every other request waits for.)",
     ]) + "\n"
-    print(report)
-    if args.markdown:
-        resolve(args.markdown).write_text(report)
+    publish(args, report)
     return 0
 
 

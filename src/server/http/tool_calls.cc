@@ -283,6 +283,20 @@ ToolReply ParseToolReply(std::string_view text) {
       return reply;
     }
   }
+  // A reply cut inside {"response": "...": the answer so far, its string closed (dropping a
+  // partial escape at the cut); anything else comes back as it is.
+  constexpr std::string_view kResponse = R"({"response":")";
+  if (text.substr(0, kResponse.size()) == kResponse) {
+    for (size_t drop = 0; drop <= 6 && drop < text.size() - kResponse.size(); ++drop) {
+      std::string closed(text.substr(0, text.size() - drop));
+      closed += "\"}";
+      const json cut = json::parse(closed, nullptr, /*allow_exceptions=*/false);
+      if (cut.is_object() && cut.contains("response") && cut["response"].is_string()) {
+        reply.content = cut["response"].get<std::string>();
+        return reply;
+      }
+    }
+  }
   reply.content = std::string(text);
   return reply;
 }

@@ -146,9 +146,17 @@ TEST(ToolReply, ParsesCallsOrAResponseAndKeepsOtherTextAsIs) {
   EXPECT_TRUE(reply.parsed);
   EXPECT_TRUE(reply.calls.empty());
   EXPECT_EQ(reply.content, "It is sunny.");
-  reply = ParseToolReply(R"({"response":"cut sh)");  // cut by max_tokens
+  // Cut by max_tokens inside the answer: the answer so far (a partial escape dropped).
+  reply = ParseToolReply(R"({"response":"cut sh)");
   EXPECT_FALSE(reply.parsed);
-  EXPECT_EQ(reply.content, R"({"response":"cut sh)");
+  EXPECT_EQ(reply.content, "cut sh");
+  reply = ParseToolReply("{\"response\":\"say \\\"hi\\\" \\u00");  // inside \u00..
+  EXPECT_EQ(reply.content, "say \"hi\" ");
+  // Cut anywhere else: the text as it is.
+  reply = ParseToolReply(R"({"tool_calls":[{"name":"pi)");
+  EXPECT_FALSE(reply.parsed);
+  EXPECT_TRUE(reply.calls.empty());
+  EXPECT_EQ(reply.content, R"({"tool_calls":[{"name":"pi)");
 }
 
 TEST(ToolReply, EarlierCallsAndResultsAreRenderedInTheReplyForm) {

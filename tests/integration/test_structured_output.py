@@ -283,13 +283,13 @@ def check_calls(calls, allowed):
 def test_tool_calls_in_openais_shape(client):
     for seed in range(3):
         r = client.chat.completions.create(model=MODEL, messages=WEATHER, tools=TOOLS,
-                                           tool_choice="required", max_tokens=120,
+                                           tool_choice="required", max_tokens=300,
                                            temperature=1.0, seed=seed)
         assert r.choices[0].finish_reason == "tool_calls"
         assert r.choices[0].message.content is None
         check_calls(r.choices[0].message.tool_calls, {"get_weather", "get_time"})
     r = client.chat.completions.create(
-        model=MODEL, messages=WEATHER, tools=TOOLS, max_tokens=120, temperature=0,
+        model=MODEL, messages=WEATHER, tools=TOOLS, max_tokens=300, temperature=0,
         tool_choice={"type": "function", "function": {"name": "get_time"}},
         parallel_tool_calls=False)
     assert r.choices[0].finish_reason == "tool_calls"
@@ -310,7 +310,7 @@ def test_tool_calls_in_openais_shape(client):
 
 def test_streamed_tool_calls_and_a_follow_up_turn(client):
     stream = client.chat.completions.create(model=MODEL, messages=WEATHER, tools=TOOLS,
-                                            tool_choice="required", max_tokens=120,
+                                            tool_choice="required", max_tokens=300,
                                             temperature=0, stream=True)
     calls, finish = {}, None
     for chunk in stream:
@@ -330,3 +330,21 @@ def test_streamed_tool_calls_and_a_follow_up_turn(client):
     r = client.chat.completions.create(model=MODEL, messages=follow, tools=TOOLS,
                                        max_tokens=150, temperature=0)
     assert r.choices[0].finish_reason in ("stop", "tool_calls", "length")
+
+
+def test_an_answer_in_words_streams_as_content(client):
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Say hello to Ana in one sentence."}],
+        tools=TOOLS, max_tokens=60, temperature=0, stream=True)
+    pieces, calls = [], 0
+    for chunk in stream:
+        if chunk.choices:
+            if chunk.choices[0].delta.content:
+                pieces.append(chunk.choices[0].delta.content)
+            calls += len(chunk.choices[0].delta.tool_calls or [])
+    # tool_choice auto: either calls (whole, at the end) or words, streamed as they come and
+    # without the reply object's JSON around them.
+    text = "".join(pieces)
+    if calls == 0 and not text.startswith('{"tool_calls"'):  # (a call cut by max_tokens)
+        assert len(pieces) > 1, pieces
+        assert not text.startswith("{"), text

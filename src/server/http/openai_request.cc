@@ -299,7 +299,9 @@ void ReadStopTokenIds(Reader& r, SamplingInput* s) {
 // Structured output: OpenAI's response_format ({"type": "text" | "json_object" |
 // "json_schema", "json_schema": {"name", "schema", "strict"}}), or vLLM's guided_json,
 // guided_regex, guided_choice and guided_grammar; at most one of them.
-bool ReadOutputFormat(Reader& r, OutputFormatInput* format) {
+// `ordered`: the same body parsed keeping its objects' key order (a schema's property order is
+// the order its outputs follow; `json` sorts keys).
+bool ReadOutputFormat(Reader& r, const nlohmann::ordered_json& ordered, OutputFormatInput* format) {
   using Kind = OutputFormatInput::Kind;
   int given = 0;
   if (const json* rf = r.Get("response_format")) {
@@ -332,7 +334,7 @@ bool ReadOutputFormat(Reader& r, OutputFormatInput* format) {
         format->strict = strict->get<bool>();
       }
       format->kind = Kind::kJsonSchema;
-      format->text = schema->dump();
+      format->text = ordered["response_format"]["json_schema"]["schema"].dump();
       ++given;
     } else if (*type != "text") {
       return r.Fail("response_format.type",
@@ -343,7 +345,7 @@ bool ReadOutputFormat(Reader& r, OutputFormatInput* format) {
     if (gj->is_string()) {
       format->text = gj->get<std::string>();
     } else if (gj->is_object()) {
-      format->text = gj->dump();
+      format->text = ordered["guided_json"].dump();
     } else {
       return r.WrongType("guided_json", "a JSON Schema (an object or its JSON text)", *gj);
     }
@@ -503,10 +505,16 @@ bool ParseOpenAiRequest(Endpoint endpoint, std::string_view body, int32_t defaul
   r.Unsupported("suffix", json(""), "Strata has no insertion mode");
   r.Unsupported("logit_bias", json::object(), "logit biases are not implemented");
   r.Unsupported("functions", json::array(), "use tools instead of the deprecated functions");
-  if (!r.failed() && !ReadOutputFormat(r, &in.output_format)) return false;
   if (r.failed()) return false;
+  // Schemas keep their key order: parsed again, only when the body has one.
+  nlohmann::ordered_json ordered;
+  if (doc.contains("response_format") || doc.contains("guided_json") || doc.contains("tools")) {
+    ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  }
+  if (!ReadOutputFormat(r, ordered, &in.output_format)) return false;
   if (chat) {
-    Status tools = ReadToolRequest(doc, &out->tools);
+    Status tools = ReadToolRequest(ordered.is_object() ? ordered : nlohmann::ordered_json::object(),
+                                   &out->tools);
     if (tools.ok()) tools = ApplyTools(out->tools, &in);
     if (!tools.ok()) {
       const std::string message(tools.message());

@@ -216,8 +216,30 @@ std::string Responder::StreamEnd(const engine::StreamChunk& last) const {
 
 std::string Responder::ToolEvents(const engine::StreamChunk& chunk,
                                   const std::function<void(json, bool)>& choice_event) {
-  // The reply is only known whole: text is held until the last chunk.
+  // A reply in words ({"response": "..."}) streams as content deltas as its string arrives;
+  // tool calls are only known whole, so they are held until the last chunk.
   text_ += chunk.text;
+  const std::string_view prefix = kToolResponsePrefix;
+  if (text_.size() >= prefix.size() && text_.compare(0, prefix.size(), prefix) == 0) {
+    std::string decoded;
+    bool ended = false;
+    response_raw_ += DecodeJsonStringPrefix(
+        std::string_view(text_).substr(prefix.size() + response_raw_), &decoded, &ended);
+    if (!decoded.empty()) {
+      choice_event({{"index", 0},
+                    {"delta", {{"content", decoded}}},
+                    {"logprobs", nullptr},
+                    {"finish_reason", nullptr}},
+                   false);
+    }
+    if (!chunk.finish_reason) return "";
+    choice_event({{"index", 0},
+                  {"delta", json::object()},
+                  {"logprobs", nullptr},
+                  {"finish_reason", FinishName(*chunk.finish_reason)}},
+                 chunk.from_cache);
+    return StreamEnd(chunk);
+  }
   if (!chunk.finish_reason) return "";
   std::string finish = FinishName(*chunk.finish_reason);
   const ToolReply reply = ParseToolReply(text_);

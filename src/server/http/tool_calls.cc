@@ -10,7 +10,7 @@
 namespace strata::server::http {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // schemas keep their property order
 
 constexpr size_t kMaxTools = 128;
 
@@ -223,12 +223,12 @@ Status ApplyTools(const ToolRequest& request, GenerationInput* input) {
   return OkStatus();
 }
 
-StatusOr<std::string> ToolCallsTurn(const json& tool_calls, const std::string& field) {
+StatusOr<std::string> ToolCallsTurn(const nlohmann::json& tool_calls, const std::string& field) {
   if (!tool_calls.is_array()) return Invalid(field + ".tool_calls", "must be an array");
   json calls = json::array();
   for (size_t i = 0; i < tool_calls.size(); ++i) {
     const std::string f = field + ".tool_calls[" + std::to_string(i) + "]";
-    const json& call = tool_calls[i];
+    const nlohmann::json& call = tool_calls[i];
     const auto function = call.is_object() ? call.find("function") : call.end();
     if (function == call.end() || !function->is_object()) {
       return Invalid(f + ".function", "must be an object with a name and arguments");
@@ -247,7 +247,7 @@ StatusOr<std::string> ToolCallsTurn(const json& tool_calls, const std::string& f
     } else if (args != function->end() && !args->is_null()) {
       return Invalid(f + ".function.arguments", "must be a string of JSON");
     }
-    calls.push_back({{"name", *name}, {"arguments", std::move(arguments)}});
+    calls.push_back({{"name", name->get<std::string>()}, {"arguments", std::move(arguments)}});
   }
   return json{{"tool_calls", std::move(calls)}}.dump();
 }
@@ -255,6 +255,86 @@ StatusOr<std::string> ToolCallsTurn(const json& tool_calls, const std::string& f
 std::string ToolResultTurn(std::string_view tool_call_id, std::string_view content) {
   return json{{"tool_result", {{"tool_call_id", tool_call_id}, {"content", content}}}}.dump(
       -1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    *out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    *out += static_cast<char>(0xC0 | (cp >> 6));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    *out += static_cast<char>(0xE0 | (cp >> 12));
+    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    *out += static_cast<char>(0xF0 | (cp >> 18));
+    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    *out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// The 4 hex digits at raw[at..at+4) as a number, or -1.
+int64_t Hex4(std::string_view raw, size_t at) {
+  if (at + 4 > raw.size()) return -1;
+  int64_t v = 0;
+  for (size_t i = at; i < at + 4; ++i) {
+    const char c = raw[i];
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+}  // namespace
+
+size_t DecodeJsonStringPrefix(std::string_view raw, std::string* out, bool* ended) {
+  *ended = false;
+  size_t i = 0;
+  while (i < raw.size()) {
+    const char c = raw[i];
+    if (c == '"') {
+      *ended = true;
+      return i;
+    }
+    if (c != '\\') {
+      *out += c;
+      ++i;
+      continue;
+    }
+    if (i + 1 >= raw.size()) return i;  // the escape is not complete yet
+    const char e = raw[i + 1];
+    if (e != 'u') {
+      static constexpr std::string_view kFrom = "\"\\/bfnrt";
+      static constexpr std::string_view kTo = "\"\\/\b\f\n\r\t";
+      const size_t k = kFrom.find(e);
+      *out += k == std::string_view::npos ? e : kTo[k];
+      i += 2;
+      continue;
+    }
+    const int64_t hi = Hex4(raw, i + 2);
+    if (hi < 0) return i;
+    if (hi >= 0xD800 && hi <= 0xDBFF) {  // a surrogate pair: \uD8xx\uDCxx
+      const int64_t lo =
+          i + 8 <= raw.size() && raw[i + 6] == '\\' && raw[i + 7] == 'u' ? Hex4(raw, i + 8) : -1;
+      if (lo < 0) return i;
+      AppendUtf8(0x10000 + ((static_cast<uint32_t>(hi) - 0xD800) << 10) +
+                     (static_cast<uint32_t>(lo) - 0xDC00),
+                 out);
+      i += 12;
+      continue;
+    }
+    AppendUtf8(static_cast<uint32_t>(hi), out);
+    i += 6;
+  }
+  return i;
 }
 
 ToolReply ParseToolReply(std::string_view text) {
@@ -272,8 +352,14 @@ ToolReply ParseToolReply(std::string_view text) {
           reply.parsed = false;
           break;
         }
-        reply.calls.push_back({RandomCallId(), name->get<std::string>(),
-                               arguments->dump(-1, ' ', false, json::error_handler_t::replace)});
+        ToolCall parsed{RandomCallId(), name->get<std::string>(),
+                        arguments->dump(-1, ' ', false, json::error_handler_t::replace)};
+        // A small model repeats a call until the array is full; the same call twice is one.
+        bool repeated = false;
+        for (const ToolCall& c : reply.calls) {
+          repeated |= c.name == parsed.name && c.arguments_json == parsed.arguments_json;
+        }
+        if (!repeated) reply.calls.push_back(std::move(parsed));
       }
       if (reply.parsed) return reply;
       reply.calls.clear();
@@ -285,7 +371,7 @@ ToolReply ParseToolReply(std::string_view text) {
   }
   // A reply cut inside {"response": "...": the answer so far, its string closed (dropping a
   // partial escape at the cut); anything else comes back as it is.
-  constexpr std::string_view kResponse = R"({"response":")";
+  constexpr std::string_view kResponse = kToolResponsePrefix;
   if (text.substr(0, kResponse.size()) == kResponse) {
     for (size_t drop = 0; drop <= 6 && drop < text.size() - kResponse.size(); ++drop) {
       std::string closed(text.substr(0, text.size() - drop));

@@ -173,6 +173,10 @@ TEST(OpenAiRequest, OutputFormatsComeFromResponseFormatOrGuidedFields) {
   EXPECT_EQ(r.input.output_format.kind, Kind::kJsonSchema);
   EXPECT_EQ(r.input.output_format.text, R"({"type":"integer"})");
   EXPECT_FALSE(r.input.output_format.strict);
+  // Property order is the schema's, not sorted: outputs follow it.
+  r = Parse(kChat, R"({"model": "m", "messages": [], "response_format": {"type": "json_schema",
+      "json_schema": {"name": "p", "schema": {"properties": {"zeta": {}, "alpha": {}}}}}})");
+  EXPECT_LT(r.input.output_format.text.find("zeta"), r.input.output_format.text.find("alpha"));
   r = Parse(kChat, R"({"model": "m", "messages": [], "response_format": {"type": "text"}})");
   EXPECT_EQ(r.input.output_format.kind, Kind::kNone);
   r = Parse(kCompletions,

@@ -96,6 +96,16 @@ TEST(ToolRequest, TheReplySchemaCompilesForEveryChoice) {
     const json parsed = json::parse(schema);
     EXPECT_EQ(parsed.contains("anyOf"), r.choice == ToolRequest::Choice::kAuto) << schema;
   }
+  // A call names its function before its arguments, and parameters keep their order.
+  ToolRequest ordered;
+  ASSERT_TRUE(ReadToolRequest(nlohmann::ordered_json::parse(R"({"tools": [{"type": "function",
+      "function": {"name": "f", "parameters": {"type": "object", "properties":
+      {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}}}}}]})"),
+                              &ordered)
+                  .ok());
+  const std::string text = ToolReplySchema(ordered);
+  EXPECT_LT(text.find(R"("name")"), text.find(R"("arguments")")) << text;
+  EXPECT_LT(text.find("zeta"), text.find("alpha")) << text;
   json body = WithChoice({{"type", "function"}, {"function", {{"name", "ping"}}}});
   body["parallel_tool_calls"] = false;
   const json schema = json::parse(ToolReplySchema(Read(body.dump())));
@@ -142,6 +152,10 @@ TEST(ToolReply, ParsesCallsOrAResponseAndKeepsOtherTextAsIs) {
   EXPECT_EQ(reply.calls[0].id.rfind("call_", 0), 0u);
   EXPECT_EQ(reply.calls[0].id.size(), 29u);
   EXPECT_NE(reply.calls[0].id, reply.calls[1].id);
+  reply = ParseToolReply(R"({"tool_calls":[{"name":"ping","arguments":{}},)"
+                         R"({"name":"ping","arguments":{}},{"name":"ping","arguments":{"a":1}}]})");
+  ASSERT_EQ(reply.calls.size(), 2u);  // the repeated call once
+  EXPECT_EQ(reply.calls[1].arguments_json, R"({"a":1})");
   reply = ParseToolReply(R"({"response":"It is sunny."})");
   EXPECT_TRUE(reply.parsed);
   EXPECT_TRUE(reply.calls.empty());
@@ -172,6 +186,25 @@ TEST(ToolReply, EarlierCallsAndResultsAreRenderedInTheReplyForm) {
   EXPECT_EQ(turn.status().message().rfind("messages[1].tool_calls[0].function.arguments ", 0), 0u);
   EXPECT_EQ(json::parse(ToolResultTurn("call_1", "18 C")),
             json::parse(R"({"tool_result":{"tool_call_id":"call_1","content":"18 C"}})"));
+}
+
+TEST(ToolReply, AStringDecodesAsItArrivesHoldingBackIncompleteEscapes) {
+  std::string out;
+  bool ended = false;
+  EXPECT_EQ(DecodeJsonStringPrefix(R"(ab\n\"c\u00e9)", &out, &ended), 13u);
+  EXPECT_EQ(out, "ab\n\"c\xC3\xA9");
+  EXPECT_FALSE(ended);
+  out.clear();
+  EXPECT_EQ(DecodeJsonStringPrefix(R"(x\u00)", &out, &ended), 1u);  // \u00.. not complete
+  EXPECT_EQ(out, "x");
+  out.clear();
+  EXPECT_EQ(DecodeJsonStringPrefix("y\\", &out, &ended), 1u);  // a lone backslash waits
+  out.clear();
+  EXPECT_EQ(DecodeJsonStringPrefix(R"(\ud83d\ude00!"})", &out, &ended), 13u);
+  EXPECT_EQ(out, "\xF0\x9F\x98\x80!");
+  EXPECT_TRUE(ended);
+  out.clear();
+  EXPECT_EQ(DecodeJsonStringPrefix(R"(\ud83d\ude)", &out, &ended), 0u);  // half a pair waits
 }
 
 engine::StreamChunk Chunk(const std::string& text, bool last) {
@@ -216,7 +249,7 @@ TEST(ToolResponder, AReplyWithCallsBecomesToolCallsWithTheirFinishReason) {
 TEST(ToolResponder, StreamedCallsComeWholeAtTheEndWithIndexes) {
   Responder responder(ToolContext());
   std::string events = responder.Events(Chunk(R"({"tool_calls":[{"name":"ping","argu)", false));
-  events += responder.Events(Chunk(R"(ments":{}},{"name":"ping","arguments":{}}]})", true));
+  events += responder.Events(Chunk(R"(ments":{}},{"name":"ping","arguments":{"n":2}}]})", true));
   std::vector<json> parsed;
   size_t at = 0;
   while ((at = events.find("data: ", at)) != std::string::npos) {
@@ -233,6 +266,31 @@ TEST(ToolResponder, StreamedCallsComeWholeAtTheEndWithIndexes) {
   EXPECT_EQ(parsed[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "ping");
   EXPECT_EQ(parsed[3]["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_NE(events.find("data: [DONE]"), std::string::npos);
+}
+
+TEST(ToolResponder, AnAnswerInWordsStreamsAsItArrives) {
+  Responder responder(ToolContext());
+  std::string content;
+  const auto take = [&](const std::string& events) {
+    size_t at = 0;
+    while ((at = events.find("data: {", at)) != std::string::npos) {
+      const size_t end = events.find("\n\n", at);
+      const json e = json::parse(events.substr(at + 6, end - at - 6));
+      const json& delta = e["choices"][0]["delta"];
+      if (delta.contains("content")) content += delta["content"].get<std::string>();
+      at = end;
+    }
+  };
+  take(responder.Events(Chunk(R"({"respo)", false)));
+  EXPECT_EQ(content, "");
+  take(responder.Events(Chunk(R"(nse":"It is \u00)", false)));
+  EXPECT_EQ(content, "It is ");
+  take(responder.Events(Chunk(R"(e9t\u00e9")", false)));
+  EXPECT_EQ(content, "It is \xC3\xA9t\xC3\xA9");
+  const std::string last = responder.Events(Chunk("}", true));
+  take(last);
+  EXPECT_EQ(content, "It is \xC3\xA9t\xC3\xA9");
+  EXPECT_NE(last.find(R"("finish_reason":"stop")"), std::string::npos) << last;
 }
 
 }  // namespace

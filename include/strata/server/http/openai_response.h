@@ -28,7 +28,8 @@ struct ResponseContext {
   int32_t top_logprobs = 0;
   bool include_usage = false;
   // Chat with tools in play (tool_calls.h): the answer is the model's reply object turned into
-  // tool calls or content; streamed, it comes whole at the end (one delta per tool call).
+  // tool calls or content; streamed, an answer in words comes as content deltas as it arrives
+  // and tool calls whole at the end (one delta per call).
   bool tools = false;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for log-probabilities
 };
@@ -51,8 +52,8 @@ class Responder {
   static std::string ErrorEvents(const ApiError& error);
 
  private:
-  // Streaming with tools: holds the text, then on the last chunk the tool-call (or content)
-  // deltas and the finish event, through `choice_event`.
+  // Streaming with tools: content deltas of a reply in words as it arrives, or the tool-call
+  // deltas on the last chunk, and the finish event, through `choice_event`.
   std::string ToolEvents(const engine::StreamChunk& chunk,
                          const std::function<void(nlohmann::json, bool)>& choice_event);
   // The usage event (when asked for) and "data: [DONE]".
@@ -63,6 +64,7 @@ class Responder {
   std::vector<sampling::SampleLogprobs> logprobs_;
   std::vector<int32_t> token_ids_;
   int64_t text_offset_ = 0;  // completions' text_offset of the next token (streaming)
+  size_t response_raw_ = 0;  // tools: bytes of a {"response": "..."} string already streamed
   bool sent_role_ = false;
 };
 

@@ -46,7 +46,8 @@ struct ToolRequest {
 // Reads `tools`, `tool_choice` and `parallel_tool_calls` from a chat request body (an object).
 // INVALID_ARGUMENT with a message starting with the field ("tools[1].function.name must ...",
 // "tool_choice names 'f', which is not among the tools") for anything malformed.
-Status ReadToolRequest(const nlohmann::json& body, ToolRequest* out);
+// `body` keeps its objects' key order (nlohmann::ordered_json), so tools' parameters keep theirs.
+Status ReadToolRequest(const nlohmann::ordered_json& body, ToolRequest* out);
 
 // The JSON Schema a reply must follow (see the top of the file).
 std::string ToolReplySchema(const ToolRequest& request);
@@ -75,6 +76,14 @@ struct ToolReply {
   std::vector<ToolCall> calls;
   std::string content;  // {"response": ...}, or the raw text when not parsed
 };
+// Calls repeated with the same name and arguments are kept once.
 ToolReply ParseToolReply(std::string_view text);
+
+// Streaming a {"response": "..."} reply as it comes: `raw` is the response string's JSON text
+// after its opening quote, received so far. Appends to *out what its complete characters
+// decode to, stopping before an escape that is not complete yet or at the closing quote (then
+// *ended is set), and returns how many bytes of `raw` that used.
+size_t DecodeJsonStringPrefix(std::string_view raw, std::string* out, bool* ended);
+inline constexpr std::string_view kToolResponsePrefix = R"({"response":")";
 
 }  // namespace strata::server::http

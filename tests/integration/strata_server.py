@@ -46,6 +46,13 @@ def build_dir() -> Path:
     return Path(os.environ.get("STRATA_BUILD_DIR", ROOT / "build"))
 
 
+def sanitized() -> bool:
+    """The server under test is the ASan/UBSan build (scripts/test sets STRATA_TEST_SANITIZED):
+    it runs several times slower, so the heaviest tests sample less there; the release run
+    does the whole of every test."""
+    return os.environ.get("STRATA_TEST_SANITIZED") == "1"
+
+
 def model_path() -> Path:
     return Path(os.environ.get("STRATA_MODEL", ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"))
 

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from strata_server import Server, build_dir, greedy, model_path, pb
+from strata_server import Server, build_dir, greedy, model_path, pb, sanitized
 
 MODEL = "gemma-3-270m-q4_k_m"
 PASSAGE = ("The lighthouse keeper climbed the hundred and twelve steps every evening at dusk. "
@@ -25,6 +25,12 @@ GROUNDED = [
 FREE = ["Write a short story about a fox who learns to sing.",
         "Explain why the sky is blue in two sentences.",
         "List five uses for a paper clip."]
+# Under the sanitizers (several times slower) shorter outputs; the release run does the whole.
+SCALE = 0.5 if sanitized() else 1.0
+
+
+def tokens(n: int) -> int:
+    return max(8, int(n * SCALE))
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +69,8 @@ def test_greedy_outputs_equal_and_grounded_drafts_are_accepted(servers):
     plain, spec = servers
     proposed0, accepted0 = counters(spec)
     for messages in GROUNDED:
-        a = run(plain, greedy(160), messages=messages)
-        b = run(spec, greedy(160), messages=messages)
+        a = run(plain, greedy(tokens(160)), messages=messages)
+        b = run(spec, greedy(tokens(160)), messages=messages)
         assert list(b.token_ids) == list(a.token_ids)
         assert b.text == a.text
     proposed1, accepted1 = counters(spec)
@@ -72,8 +78,8 @@ def test_greedy_outputs_equal_and_grounded_drafts_are_accepted(servers):
     # Copying a passage: most drafts are right.
     assert accepted1 - accepted0 > 0.5 * (proposed1 - proposed0), (proposed1, accepted1)
     for prompt in FREE:
-        a = run(plain, greedy(96), prompt=prompt)
-        b = run(spec, greedy(96), prompt=prompt)
+        a = run(plain, greedy(tokens(96)), prompt=prompt)
+        b = run(spec, greedy(tokens(96)), prompt=prompt)
         assert list(b.token_ids) == list(a.token_ids), prompt
 
 
@@ -81,15 +87,15 @@ def test_concurrent_requests_give_the_sequential_outputs(servers):
     plain, spec = servers
     jobs = [dict(messages=GROUNDED[i % 2]) if i % 2 == 0 else dict(prompt=FREE[i % 3])
             for i in range(8)]
-    expected = [list(run(plain, greedy(64), **job).token_ids) for job in jobs]
+    expected = [list(run(plain, greedy(tokens(64)), **job).token_ids) for job in jobs]
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        got = list(pool.map(lambda job: list(run(spec, greedy(64), **job).token_ids), jobs))
+        got = list(pool.map(lambda job: list(run(spec, greedy(tokens(64)), **job).token_ids), jobs))
     assert got == expected
 
 
 def test_seeded_sampling_gives_the_same_tokens(servers):
     plain, spec = servers
-    sampling = pb.SamplingParams(max_tokens=80, temperature=0.8, top_p=0.95, top_k=40,
+    sampling = pb.SamplingParams(max_tokens=tokens(80), temperature=0.8, top_p=0.95, top_k=40,
                                  repetition_penalty=1.1, seed=1234, ignore_eos=True)
     for messages in GROUNDED:
         a = run(plain, sampling, messages=messages)

@@ -17,7 +17,7 @@ import openai
 import pydantic
 import pytest
 
-from strata_server import Server, pb
+from strata_server import Server, pb, sanitized
 
 MODEL = "gemma-3-270m-q4_k_m"
 
@@ -170,8 +170,10 @@ def test_sampled_outputs_validate_against_their_json_schemas(client):
         text, finish = sample(client, None, seed=100 + i, response_format=fmt)
         return i, schema, text, finish
 
+    # Under the sanitizers every fourth schema (the release run samples them all).
+    chosen = [(i, s) for i, s in enumerate(SCHEMAS) if not sanitized() or i % 4 == 0]
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(one, enumerate(SCHEMAS)))
+        results = list(pool.map(one, chosen))
     cut = 0
     for i, schema, text, finish in results:
         if finish == "length":
@@ -181,7 +183,7 @@ def test_sampled_outputs_validate_against_their_json_schemas(client):
         value = json.loads(text)
         jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator,
                             format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-    assert cut <= len(SCHEMAS) // 10, f"{cut} of {len(SCHEMAS)} outputs hit max_tokens"
+    assert cut <= max(1, len(chosen) // 10), f"{cut} of {len(chosen)} outputs hit max_tokens"
 
 
 def test_json_object_regex_grammar_and_choice_formats(client):
@@ -191,7 +193,7 @@ def test_json_object_regex_grammar_and_choice_formats(client):
         assert isinstance(json.loads(text), dict)
     else:
         assert text.startswith("{")
-    for seed in range(4):
+    for seed in range(1 if sanitized() else 4):
         r = client.completions.create(model=MODEL, prompt="Call me at", max_tokens=30, seed=seed,
                                       temperature=1.0,
                                       extra_body={"guided_regex": r"\(\d{3}\) \d{3}-\d{4}"})
@@ -281,7 +283,7 @@ def check_calls(calls, allowed):
 
 
 def test_tool_calls_in_openais_shape(client):
-    for seed in range(3):
+    for seed in range(1 if sanitized() else 3):
         r = client.chat.completions.create(model=MODEL, messages=WEATHER, tools=TOOLS,
                                            tool_choice="required", max_tokens=300,
                                            temperature=1.0, seed=seed)

@@ -103,6 +103,7 @@ void GrammarMatcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
     stack_keys_.emplace_back();
     machine_->AppendStackKey(node, &stack_keys_.back());
     key_bytes += stack_keys_.back().size() + 1;
+    if (key_bytes > grammar_->max_mask_key_bytes()) break;  // not cached: no need for the rest
   }
   const bool cacheable = key_bytes <= grammar_->max_mask_key_bytes();
   if (cacheable) {

@@ -73,6 +73,10 @@ int32_t StackMachine::Node(int32_t state, int32_t parent) {
 void StackMachine::Expand(int32_t start) {
   work_.push_back(start);
   while (!work_.empty()) {
+    if (out_nodes_.size() >= kMaxStacksPerSet) {
+      work_.clear();
+      return;
+    }
     const int32_t n = work_.back();
     work_.pop_back();
     if (stamp_[n] == cur_stamp_) continue;

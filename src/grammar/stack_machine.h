@@ -46,6 +46,11 @@ class StackMachine {
   // Deeper stacks are dropped (treated as dead paths) so adversarial outputs of recursive
   // grammars cannot grow memory without bound.
   static constexpr int32_t kMaxStackDepth = 2048;
+  // A set holds at most this many stacks: a highly ambiguous grammar (found by gbnf_fuzz:
+  // nested optional recursion) can otherwise double its stacks with every byte and exhaust
+  // memory. Stacks past the cap are dropped like too-deep ones, so such a grammar may refuse
+  // some outputs it would accept; no useful grammar comes near it.
+  static constexpr size_t kMaxStacksPerSet = 1024;
 
   // dense_memo: per-set 256-entry transition tables (fast, 1 KiB per set: for short-lived
   // machines); otherwise a hash map (for the per-request matcher).

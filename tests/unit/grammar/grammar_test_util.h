@@ -57,6 +57,16 @@ inline bool MatchesBytes(const std::shared_ptr<const CompiledGrammar>& g, std::s
   return m.AcceptToken(kByteEndToken) && m.IsTerminated();
 }
 
+// A front end's grammar accepts every string of `accept` and none of `reject`.
+inline void ExpectLanguage(const StatusOr<Grammar>& g, const std::vector<std::string>& accept,
+                           const std::vector<std::string>& reject) {
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto compiled = CompileForBytes(*g);
+  ASSERT_NE(compiled, nullptr);
+  for (const std::string& s : accept) EXPECT_TRUE(MatchesBytes(compiled, s)) << "'" << s << "'";
+  for (const std::string& s : reject) EXPECT_FALSE(MatchesBytes(compiled, s)) << "'" << s << "'";
+}
+
 inline bool MaskBit(const std::vector<uint32_t>& mask, int32_t id) {
   return (mask[id >> 5] >> (id & 31)) & 1;
 }

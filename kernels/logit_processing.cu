@@ -1,6 +1,8 @@
-// Penalties and log-probabilities on the device (contract: include/strata/kernels/
-// logit_processing.h). Penalties: one CTA per penalized row, a thread per entry (the entries are
-// distinct tokens, so no two threads touch one logit). Log-probabilities: one CTA per row; an
+// Token masks, penalties and log-probabilities on the device (contract: include/strata/kernels/
+// logit_processing.h). Token masks: a CTA per (row, slice of the vocabulary), a thread per token
+// reading its mask word (a warp shares one) and writing only the tokens it cuts. Penalties: one
+// CTA per penalized row, a thread per entry (the entries are distinct tokens, so no two threads
+// touch one logit). Log-probabilities: one CTA per row; an
 // argmax pass, a pass summing the weights in double, then one argmax pass per top token, each
 // over the tokens after the previous one in the canonical order (top_n <= 20 passes over a row
 // that stays in L2).
@@ -8,6 +10,7 @@
 
 #include <cstdint>
 
+#include "launch_util.cuh"
 #include "sampling_common.cuh"
 #include "strata/kernels/logit_processing.h"
 
@@ -15,6 +18,7 @@ namespace strata::kernels {
 namespace {
 
 constexpr int kPenaltyThreads = 256;
+constexpr int kMaskThreads = 256;
 constexpr int kChosenThreads = 128;
 
 __global__ void __launch_bounds__(kPenaltyThreads)
@@ -36,6 +40,22 @@ __global__ void __launch_bounds__(kPenaltyThreads)
     v = v > 0.0f ? __fdiv_rn(v, p.repetition) : __fmul_rn(v, p.repetition);
     const float cut = __fadd_rn(__fmul_rn(static_cast<float>(counts[e]), p.frequency), p.presence);
     row[token] = __fsub_rn(v, cut);
+  }
+}
+
+__global__ void __launch_bounds__(kMaskThreads)
+    TokenMaskKernel(float* __restrict__ logits, int64_t vocab, int64_t ld,
+                    const int32_t* __restrict__ rows, int32_t num_rows,
+                    const uint32_t* __restrict__ words) {
+  const int64_t words_per_row = (vocab + 31) / 32;
+  for (int64_t i = blockIdx.x; i < num_rows; i += gridDim.x) {
+    float* row = logits + static_cast<int64_t>(rows[i]) * ld;
+    const uint32_t* mask = words + i * words_per_row;
+    const int64_t stride = static_cast<int64_t>(gridDim.y) * kMaskThreads;
+    for (int64_t t = static_cast<int64_t>(blockIdx.y) * kMaskThreads + threadIdx.x; t < vocab;
+         t += stride) {
+      if (((mask[t >> 5] >> (t & 31)) & 1u) == 0u) row[t] = NegInf();
+    }
   }
 }
 
@@ -131,6 +151,16 @@ int LaunchApplyPenalties(float* logits, int64_t vocab, int64_t ld, const DeviceP
   PenaltyKernel<<<static_cast<unsigned>(num_rows), kPenaltyThreads, 0,
                   static_cast<cudaStream_t>(stream)>>>(logits, static_cast<int>(vocab), ld, rows,
                                                        tokens, counts, saved);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int LaunchApplyTokenMask(float* logits, int64_t vocab, int64_t ld, const int32_t* rows,
+                         int32_t num_rows, const uint32_t* words, void* stream) {
+  if (BadShape(vocab, ld, num_rows)) return kInvalid;
+  if (num_rows == 0) return 0;
+  if (logits == nullptr || rows == nullptr || words == nullptr) return kInvalid;
+  TokenMaskKernel<<<detail::RowGrid(num_rows, vocab, kMaskThreads), kMaskThreads, 0,
+                    static_cast<cudaStream_t>(stream)>>>(logits, vocab, ld, rows, num_rows, words);
   return static_cast<int>(cudaGetLastError());
 }
 

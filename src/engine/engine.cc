@@ -13,6 +13,7 @@
 #include "strata/engine/request_limits.h"
 #include "strata/engine/sequence.h"
 #include "strata/sampling/sampler.h"
+#include "strata/sampling/token_mask.h"
 
 namespace strata::engine {
 namespace {
@@ -425,18 +426,36 @@ void Engine::ForgetDrafts(RequestId id) {
 
 Status Engine::RunBatch(const SchedulerOutput& out) {
   row_samplers_.clear();
+  row_masks_.clear();
+  size_t masks = 0;
   for (const ScheduledSequence& s : out.scheduled) {
     if (!s.samples) continue;
     if (s.num_draft > 0) {
       // The engine samples a drafted chunk's rows itself, in order (VerifyDraft).
       row_samplers_.insert(row_samplers_.end(), static_cast<size_t>(1 + s.num_draft), nullptr);
-    } else {
-      Live& live = *live_.at(s.seq->id);
-      // A constrained row comes back as logits: the engine masks them, then samples.
-      row_samplers_.push_back(live.constraint ? nullptr : &live.sampler);
+      row_masks_.insert(row_masks_.end(), static_cast<size_t>(1 + s.num_draft), {});
+      continue;
     }
+    Live& live = *live_.at(s.seq->id);
+    if (!live.constraint) {
+      row_samplers_.push_back(&live.sampler);
+      row_masks_.emplace_back();
+      continue;
+    }
+    // A constrained row is sampled under its mask wherever the runner samples (on the device
+    // as a bitmask). A mask that allows nothing leaves the row unsampled: the request fails.
+    if (masks == mask_storage_.size()) mask_storage_.emplace_back();
+    std::vector<uint32_t>& mask = mask_storage_[masks++];
+    mask.assign(sampling::TokenMaskWords(backend_->config().vocab_size), 0);
+    live.constraint->FillAllowed(mask);
+    const bool any = sampling::AnyTokenAllowed(mask);
+    row_samplers_.push_back(any ? &live.sampler : nullptr);
+    row_masks_.emplace_back(any ? std::span<const uint32_t>(mask) : std::span<const uint32_t>());
   }
-  return runner_.Run(MakeBatch(out, kv_), row_samplers_, &sampled_);
+  return runner_.Run(MakeBatch(out, kv_), row_samplers_,
+                     masks > 0 ? std::span<const std::span<const uint32_t>>(row_masks_)
+                               : std::span<const std::span<const uint32_t>>(),
+                     &sampled_);
 }
 
 bool Engine::VerifyDraft(const ScheduledSequence& s, size_t row, Live* live,
@@ -488,20 +507,10 @@ void Engine::FailConstrained(RequestId id) {
 }
 
 int32_t Engine::SampleConstrained(Live* live, std::span<float> logits) {
-  const size_t words = (logits.size() + 31) / 32;
-  allowed_.assign(words, 0);
+  allowed_.assign(sampling::TokenMaskWords(static_cast<int64_t>(logits.size())), 0);
   live->constraint->FillAllowed(allowed_);
-  bool any = false;
-  for (size_t w = 0; w < words; ++w) {
-    const uint32_t bits = allowed_[w];
-    any |= bits != 0;
-    if (bits == ~uint32_t{0}) continue;
-    const size_t end = std::min(logits.size(), (w + 1) * 32);
-    for (size_t i = w * 32; i < end; ++i) {
-      if ((bits >> (i - w * 32) & 1u) == 0) logits[i] = -std::numeric_limits<float>::infinity();
-    }
-  }
-  if (!any) return -1;
+  if (!sampling::AnyTokenAllowed(allowed_)) return -1;
+  sampling::ApplyTokenMask(allowed_, logits);
   const int32_t token = live->sampler.Sample(logits);
   return live->constraint->Accept(token) ? token : -1;
 }
@@ -527,10 +536,10 @@ void Engine::Postprocess(const SchedulerOutput& out) {
         scheduler_.AppendToken(id, o.token_ids.back());
       }
     } else {
-      const int32_t token =
-          live.constraint ? SampleConstrained(&live, runner_.row(row)) : sampled_[row];
+      // A constrained row was sampled under its mask (-1: the mask allowed nothing).
+      const int32_t token = sampled_[row];
       ++row;
-      if (token < 0) {
+      if (live.constraint && (token < 0 || !live.constraint->Accept(token))) {
         FailConstrained(id);
         continue;
       }

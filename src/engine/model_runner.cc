@@ -5,11 +5,18 @@
 #include <utility>
 
 #include "strata/common/check.h"
+#include "strata/sampling/token_mask.h"
 
 namespace strata::engine {
 
 Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler* const> samplers,
+                        std::span<const std::span<const uint32_t>> masks,
                         std::vector<int32_t>* tokens) {
+  if (!masks.empty() && masks.size() != samplers.size()) {
+    return InternalError("token masks for " + std::to_string(masks.size()) + " of " +
+                         std::to_string(samplers.size()) + " rows");
+  }
+  auto mask_of = [&](size_t r) { return masks.empty() ? std::span<const uint32_t>() : masks[r]; };
   const bool backend_samples = backend_->samples_on_backend();
   rows_.assign(samplers.size(), backend::RowSampling{});
   counts_.clear();
@@ -28,6 +35,7 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
     row.frequency_penalty = p.frequency_penalty;
     row.presence_penalty = p.presence_penalty;
     row.logprobs = p.logprobs;
+    row.allowed = mask_of(r);
     row.u = s.DrawForBackend();
     s.penalty_window().AppendCounts(&counts_);
     count_ends_[r] = counts_.size();
@@ -73,8 +81,10 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
       host_row_[r] = static_cast<int64_t>(host_row++);
       continue;
     }
-    (*tokens)[r] = samplers[r]->Sample(
-        std::span<float>(step_.logits.data() + host_row * vocab, static_cast<size_t>(vocab)));
+    const std::span<float> logits(step_.logits.data() + host_row * vocab,
+                                  static_cast<size_t>(vocab));
+    if (!mask_of(r).empty()) sampling::ApplyTokenMask(mask_of(r), logits);
+    (*tokens)[r] = samplers[r]->Sample(logits);
     ++host_row;
     ++host_rows_;
   }

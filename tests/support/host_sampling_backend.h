@@ -1,8 +1,8 @@
 // A Backend test double that "samples on the backend" on the host: it runs a real backend's
-// Forward, then samples every on_backend row with Sampler::SampleWithDraw (the reference the
-// CUDA sampling kernels implement), penalties and log-probabilities included, and returns only
-// the other rows' logits, as CudaBackend's ForwardSampled does. For tests of the ModelRunner's
-// contract on machines without a device.
+// Forward, then samples every on_backend row, after its token mask, with
+// Sampler::SampleWithDraw (the reference the CUDA sampling kernels implement), penalties and
+// log-probabilities included, and returns only the other rows' logits, as CudaBackend's
+// ForwardSampled does. For tests of the ModelRunner's contract on machines without a device.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include "strata/backend/backend.h"
 #include "strata/sampling/sampler.h"
 #include "strata/sampling/sampling_params.h"
+#include "strata/sampling/token_mask.h"
 
 namespace strata::testing {
 
@@ -55,6 +56,10 @@ class HostSamplingBackend final : public backend::Backend {
         out->logits.insert(out->logits.end(), row.begin(), row.end());
         continue;
       }
+      if (!rows[r].allowed.empty()) {
+        sampling::ApplyTokenMask(rows[r].allowed, row);
+        ++masked_rows_;
+      }
       out->tokens[r] = sampling::Sampler::SampleWithDraw(ParamsOf(rows[r]), rows[r].penalties, row,
                                                          rows[r].u, &out->logprobs[r]);
       ++sampled_rows_;
@@ -67,11 +72,13 @@ class HostSamplingBackend final : public backend::Backend {
   std::string Describe() const override { return "host sampling over " + inner_->Describe(); }
 
   int64_t sampled_rows() const { return sampled_rows_; }
+  int64_t masked_rows() const { return masked_rows_; }
 
  private:
   backend::Backend* inner_;
   std::vector<float> all_;
   int64_t sampled_rows_ = 0;
+  int64_t masked_rows_ = 0;
 };
 
 }  // namespace strata::testing

@@ -70,6 +70,10 @@ struct RowSampling {
   // > 0: also return the sampled token's log-probability and the `logprobs` most likely
   // tokens' (at most sampling::kMaxLogprobs), from the logits before penalties.
   int32_t logprobs = 0;
+  // Non-empty: the tokens an on_backend row may be sampled from (sampling/token_mask.h, one
+  // word per 32 ids of the vocabulary, at least one bit set), applied before everything above,
+  // log-probabilities included; empty: any token. INVALID_ARGUMENT for a mask of another size.
+  std::span<const uint32_t> allowed;
 };
 
 // What ForwardSampled returns.

@@ -180,7 +180,8 @@ class Engine final : public RequestSubmitter {
   static void FillUsage(const Live& live, StreamChunk* last);
   static StreamChunk UnscheduledLast(const Submission& s, sampling::FinishReason reason);
   void PublishStats(const SchedulerOutput* out);
-  // A constrained request's next token: its logits masked to what the constraint allows, then
+  // A constrained request's token at a row of a drafted chunk (its other rows are masked in
+  // RunBatch and sampled by the runner): the logits masked to what the constraint allows, then
   // sampled with its sampler, then accepted by the constraint; -1 when no token is allowed or
   // the constraint refused the sampled one.
   int32_t SampleConstrained(Live* live, std::span<float> logits);
@@ -206,6 +207,10 @@ class Engine final : public RequestSubmitter {
   std::vector<sampling::Sampler*> row_samplers_;  // this step's, one per sampled row
   std::vector<int32_t> sampled_;                  // this step's tokens, one per sampled row
   std::vector<uint32_t> allowed_;                 // SampleConstrained's scratch bitmask
+  // This step's token masks: one per sampled row (empty: none), in the constrained rows' own
+  // storage (kept between steps).
+  std::vector<std::span<const uint32_t>> row_masks_;
+  std::vector<std::vector<uint32_t>> mask_storage_;
   SpeculationPolicy policy_;
   std::vector<DraftRequest> draft_requests_;  // ProposeDrafts' scratch
   std::vector<std::vector<int32_t>> drafts_;  // one per draft request

@@ -30,9 +30,19 @@ class ModelRunner {
   // the null rows, whose logits row() returns). The tokens are not Accept()ed: the caller does
   // that for the tokens it keeps. On an error no token is returned (the rows' draws are spent:
   // their requests fail with the step).
+  //
+  // `masks` is empty or has one entry per row: a non-empty one (sampling/token_mask.h, at least
+  // one bit set) limits a sampled row to its tokens, on the backend (the CUDA device bitmask)
+  // or on the host alike; the null rows' masks are ignored.
   [[nodiscard]] Status Run(const backend::Batch& batch,
                            std::span<sampling::Sampler* const> samplers,
+                           std::span<const std::span<const uint32_t>> masks,
                            std::vector<int32_t>* tokens);
+  [[nodiscard]] Status Run(const backend::Batch& batch,
+                           std::span<sampling::Sampler* const> samplers,
+                           std::vector<int32_t>* tokens) {
+    return Run(batch, samplers, {}, tokens);
+  }
 
   // The logits of row `r` of the last Run, a row whose sampler was null: [vocab] fp32 the
   // caller may overwrite; valid until the next Run.

@@ -5,10 +5,11 @@
 // request's own sampler (temperature, top_k/top_p and seed as usual), and hands the chosen
 // token back.
 //
-// A request with a constraint is sampled on the host (the backend returns its logits row). It
-// may be decoded speculatively: each row of a drafted chunk is masked by the state the kept
-// tokens before it reached, so a draft token the format does not allow is simply rejected, and
-// the constraint only ever sees the tokens the request keeps (no rollback needed).
+// The mask goes with the row to wherever the row is sampled: on the CUDA device as a bitmask
+// (only the token comes back), on the host otherwise. A request may be decoded speculatively:
+// each row of a drafted chunk is masked on the host by the state the kept tokens before it
+// reached, so a draft token the format does not allow is simply rejected, and the constraint
+// only ever sees the tokens the request keeps (no rollback needed).
 //
 // Thread rules: the frontend builds it; once the request is submitted only the engine thread
 // uses it.

@@ -1,6 +1,7 @@
 // Launch API of the kernels that prepare a row of logits for sampling and report its
-// log-probabilities (kernels/logit_processing.cu): repetition/frequency/presence penalties in
-// place, and the log-softmax of the chosen token and of the most likely ones. Plain C++ like
+// log-probabilities (kernels/logit_processing.cu): structured output's token masks and
+// repetition/frequency/presence penalties in place, and the log-softmax of the chosen token and
+// of the most likely ones. Plain C++ like
 // sampling.h: device pointers, `stream` a cudaStream_t, each returns the launch's cudaError_t as
 // an int (0 = success), cudaErrorInvalidValue (as int) for a bad shape without launching.
 //
@@ -12,8 +13,10 @@
 //     id, NaN as -inf) and the chosen token's raw logit are exact; the normalizer's sum of
 //     DeterministicExp weights runs in double in another order than the CPU's, so a reported
 //     value can differ from the CPU's in the last float bit.
-// Order on a step: LaunchLogprobs (raw logits), LaunchApplyPenalties, the sampling kernels,
-// then LaunchChosenLogprobs (which reads the raw values the penalties saved).
+//   - token masks: sampling::ApplyTokenMask (exact: a cleared bit's logit becomes -inf).
+// Order on a step: LaunchApplyTokenMask (structured output's rows), LaunchLogprobs (the masked
+// logits), LaunchApplyPenalties, the sampling kernels, then LaunchChosenLogprobs (which reads
+// the values the penalties saved).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +61,12 @@ struct DeviceRowLogprobs {
 int LaunchApplyPenalties(float* logits, int64_t vocab, int64_t ld, const DevicePenaltyRow* rows,
                          int32_t num_rows, const int32_t* tokens, const int32_t* counts,
                          float* saved, void* stream);
+
+// Row rows[i] of the logits keeps only the tokens whose bit is set in mask i, words
+// [i * W, (i + 1) * W) of `words` with W = (vocab + 31) / 32 (bit t % 32 of word t / 32, as in
+// include/strata/sampling/token_mask.h); every other logit of the row becomes -inf.
+int LaunchApplyTokenMask(float* logits, int64_t vocab, int64_t ld, const int32_t* rows,
+                         int32_t num_rows, const uint32_t* words, void* stream);
 
 // out[i]: row rows[i]'s maximum, normalizer and top tokens (chosen is left alone).
 int LaunchLogprobs(const float* logits, int64_t vocab, int64_t ld, const DeviceLogprobRow* rows,

@@ -10,6 +10,7 @@
 #include "strata/kernels/logit_processing.h"
 #include "strata/kernels/sampling.h"
 #include "strata/model/model_weights.h"
+#include "strata/sampling/token_mask.h"
 
 namespace strata::backend::cuda {
 namespace {
@@ -266,6 +267,11 @@ Status CudaBackend::ForwardSampled(const Batch& batch, std::span<const RowSampli
     }
     if (r.penalties.size() > static_cast<size_t>(1) << 30) {
       return InvalidArgumentError("a row's penalty window is too large");
+    }
+    if (!r.allowed.empty() && r.allowed.size() != sampling::TokenMaskWords(m.config.vocab_size)) {
+      return InvalidArgumentError("a token mask of " + std::to_string(r.allowed.size()) +
+                                  " words for a vocabulary of " +
+                                  std::to_string(m.config.vocab_size) + " tokens");
     }
   }
   if (!samples_on_backend()) return Backend::ForwardSampled(batch, rows, out);

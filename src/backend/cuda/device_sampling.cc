@@ -1,9 +1,9 @@
 // Sampling a step's rows on the device (CudaBackend::ForwardSampled after the model run): the
-// rows' sampling inputs go up in one copy, the kernels of kernels/logit_processing.h and
-// kernels/sampling.h run in the order that header gives (log-probabilities of the raw logits,
-// penalties in place, sampling, the chosen tokens' log-probabilities), and the tokens and
-// log-probabilities come back in one copy into pinned memory. Rows left to the host get their
-// logits copied instead.
+// rows' sampling inputs go up in one copy (structured output's token masks as bitmasks among
+// them), the kernels of kernels/logit_processing.h and kernels/sampling.h run in the order that
+// header gives (token masks, log-probabilities of the masked logits, penalties in place,
+// sampling, the chosen tokens' log-probabilities), and the tokens and log-probabilities come
+// back in one copy into pinned memory. Rows left to the host get their logits copied instead.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -25,10 +25,12 @@ struct SamplingInputLayout {
   int64_t logprob_rows = 0;  // [logprob rows] kernels::DeviceLogprobRow
   int64_t tokens = 0;        // [entries] int32
   int64_t counts = 0;        // [entries] int32
+  int64_t mask_rows = 0;     // [masked rows] int32: each masked row's index
+  int64_t mask_words = 0;    // [masked rows, mask_words_per_row] uint32
   int64_t total = 0;
 
   static SamplingInputLayout For(int64_t rows, int64_t penalty_rows, int64_t logprob_rows,
-                                 int64_t entries) {
+                                 int64_t entries, int64_t masked_rows, int64_t words_per_row) {
     SamplingInputLayout l;
     int64_t at = 0;
     auto take = [&](int64_t bytes) {
@@ -41,6 +43,8 @@ struct SamplingInputLayout {
     l.logprob_rows = take(logprob_rows * static_cast<int64_t>(sizeof(kernels::DeviceLogprobRow)));
     l.tokens = take(entries * 4);
     l.counts = take(entries * 4);
+    l.mask_rows = take(masked_rows * 4);
+    l.mask_words = take(masked_rows * words_per_row * 4);
     l.total = at;
     return l;
   }
@@ -85,6 +89,8 @@ Status CudaBackend::Impl::FinishSampled(float* logits, std::span<const RowSampli
   int64_t penalty_rows = 0;
   int64_t logprob_rows = 0;
   int64_t entries = 0;
+  int64_t masked_rows = 0;
+  const int64_t words_per_row = (vocab + 31) / 32;
   bool all_greedy = true;
   for (const RowSampling& r : rows) {
     if (!r.on_backend) {
@@ -98,14 +104,15 @@ Status CudaBackend::Impl::FinishSampled(float* logits, std::span<const RowSampli
       entries += static_cast<int64_t>(r.penalties.size());
     }
     logprob_rows += r.logprobs > 0 ? 1 : 0;
+    masked_rows += r.allowed.empty() ? 0 : 1;
   }
   // Runs on error paths too: the step's pinned staging must not be rewritten while read.
   auto fail = [&](Status st) {
     cudaStreamSynchronize(s);
     return st;
   };
-  const SamplingInputLayout in =
-      SamplingInputLayout::For(all_greedy ? 0 : n, penalty_rows, logprob_rows, entries);
+  const SamplingInputLayout in = SamplingInputLayout::For(
+      all_greedy ? 0 : n, penalty_rows, logprob_rows, entries, masked_rows, words_per_row);
   const int64_t out_logprobs = Align256(n * 4);
   const int64_t out_bytes =
       out_logprobs + logprob_rows * static_cast<int64_t>(sizeof(kernels::DeviceRowLogprobs));
@@ -119,9 +126,12 @@ Status CudaBackend::Impl::FinishSampled(float* logits, std::span<const RowSampli
     auto* lrow = At<kernels::DeviceLogprobRow>(host, in.logprob_rows);
     auto* tokens = At<int32_t>(host, in.tokens);
     auto* counts = At<int32_t>(host, in.counts);
+    auto* mask_rows = At<int32_t>(host, in.mask_rows);
+    auto* mask_words = At<uint32_t>(host, in.mask_words);
     int32_t p = 0;
     int32_t l = 0;
     int32_t e = 0;
+    int32_t m = 0;
     for (int64_t i = 0; i < n; ++i) {
       const RowSampling& r = rows[static_cast<size_t>(i)];
       if (!all_greedy) {
@@ -135,6 +145,12 @@ Status CudaBackend::Impl::FinishSampled(float* logits, std::span<const RowSampli
         sp.u = r.u;
       }
       if (!r.on_backend) continue;
+      if (!r.allowed.empty()) {
+        mask_rows[m] = static_cast<int32_t>(i);
+        std::memcpy(mask_words + m * words_per_row, r.allowed.data(),
+                    static_cast<size_t>(words_per_row) * sizeof(uint32_t));
+        ++m;
+      }
       int32_t penalty_index = -1;
       if (!r.penalties.empty()) {
         penalty_index = p;
@@ -171,8 +187,14 @@ Status CudaBackend::Impl::FinishSampled(float* logits, std::span<const RowSampli
     auto launched = [&](int err, const char* what) {
       return err == 0 ? OkStatus() : CudaStatus(static_cast<cudaError_t>(err), what);
     };
-    Status st = launched(kernels::LaunchLogprobs(logits, vocab, vocab, d_lrow, l, d_logprobs, s),
-                         "launching the log-probability kernel");
+    Status st = launched(
+        kernels::LaunchApplyTokenMask(logits, vocab, vocab, At<const int32_t>(dev, in.mask_rows), m,
+                                      At<const uint32_t>(dev, in.mask_words), s),
+        "launching the token mask kernel");
+    if (st.ok()) {
+      st = launched(kernels::LaunchLogprobs(logits, vocab, vocab, d_lrow, l, d_logprobs, s),
+                    "launching the log-probability kernel");
+    }
     if (st.ok()) {
       st = launched(kernels::LaunchApplyPenalties(logits, vocab, vocab, d_prow, p, d_tokens,
                                                   At<const int32_t>(dev, in.counts), saved, s),

@@ -1,6 +1,7 @@
 // CudaBackend::ForwardSampled: rows sampled on the device get the token (and log-probabilities)
-// the host reference (Sampler::SampleWithDraw) picks from the same logits with the same draw and
-// penalty window, and the rows left to the host come back with exactly Forward's logits, on the
+// the host reference (Sampler::SampleWithDraw) picks from the same logits with the same draw,
+// penalty window and token mask (structured output's device bitmask), and the rows left to the
+// host come back with exactly Forward's logits, on the
 // eager path (prefill) and on the graph path (decode). Skipped without a device.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "strata/common/mapped_file.h"
 #include "strata/model/gguf_file.h"
 #include "strata/sampling/sampler.h"
+#include "strata/sampling/token_mask.h"
 #include "support/host_sampling_backend.h"
 #include "unit/backend_cuda/synthetic_model.h"
 
@@ -88,6 +90,20 @@ RowSampling RowFor(int r, std::mt19937& gen, std::span<const sampling::TokenCoun
   return row;
 }
 
+// Row r's token mask when it has one (every third row): about a fifth of the vocabulary, never
+// the row's most likely token, so the mask decides the choice.
+std::vector<uint32_t> MaskFor(const std::vector<float>& row, int r) {
+  if (r % 3 != 2) return {};
+  std::vector<uint32_t> mask(sampling::TokenMaskWords(static_cast<int64_t>(row.size())), 0);
+  const auto best = std::max_element(row.begin(), row.end()) - row.begin();
+  for (size_t t = 0; t < row.size(); ++t) {
+    if ((t * 7 + static_cast<size_t>(r)) % 5 == 0 && static_cast<ptrdiff_t>(t) != best) {
+      mask[t / 32] |= 1u << (t % 32);
+    }
+  }
+  return mask;
+}
+
 void ExpectSampledMatchesHost(CudaBackend& backend, const Batch& batch, int rows_wanted,
                               std::mt19937& gen, const char* what) {
   const int64_t vocab = backend.config().vocab_size;
@@ -99,8 +115,14 @@ void ExpectSampledMatchesHost(CudaBackend& backend, const Batch& batch, int rows
     windows.push_back(WindowFor(
         std::vector<float>(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab), r));
   }
+  std::vector<std::vector<uint32_t>> masks;
   std::vector<RowSampling> rows;
-  for (int r = 0; r < rows_wanted; ++r) rows.push_back(RowFor(r, gen, windows[r]));
+  for (int r = 0; r < rows_wanted; ++r) {
+    masks.push_back(MaskFor(
+        std::vector<float>(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab), r));
+    rows.push_back(RowFor(r, gen, windows[r]));
+    rows.back().allowed = masks.back();
+  }
   SampledStep step;
   Status st = backend.ForwardSampled(batch, rows, &step);
   ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
@@ -116,6 +138,12 @@ void ExpectSampledMatchesHost(CudaBackend& backend, const Batch& batch, int rows
       EXPECT_EQ(got, row) << what << " row " << r << ": host rows carry Forward's logits";
       ++host_row;
       continue;
+    }
+    if (!masks[r].empty()) {
+      sampling::ApplyTokenMask(masks[r], row);
+      ASSERT_GE(step.tokens[r], 0) << what << " row " << r;
+      EXPECT_TRUE(masks[r][step.tokens[r] / 32] >> (step.tokens[r] % 32) & 1u)
+          << what << " row " << r << ": token " << step.tokens[r] << " is masked";
     }
     EXPECT_EQ(step.tokens[r],
               sampling::Sampler::SampleWithDraw(strata::testing::ParamsOf(rows[r]),
@@ -170,6 +198,11 @@ TEST(CudaForwardSampled, DeviceRowsMatchTheHostReferenceOnEagerAndGraphSteps) {
   too_many_logprobs[3].logprobs = 21;
   EXPECT_EQ(backend.ForwardSampled(decode, too_many_logprobs, &step).code(),
             StatusCode::kInvalidArgument);
+  std::vector<RowSampling> short_mask(kSeqs);
+  const std::vector<uint32_t> words(sampling::TokenMaskWords(3001) - 1, ~uint32_t{0});
+  short_mask[2].on_backend = true;
+  short_mask[2].allowed = words;
+  EXPECT_EQ(backend.ForwardSampled(decode, short_mask, &step).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -554,8 +554,6 @@ TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
   EXPECT_EQ(sampling.sampled_rows(), static_cast<int64_t>(requests.size()) * 12);
 }
 
-// The seam a response cache or router will use: a submitter that wraps the engine sees every
-// submit and cancel, and a request through it streams exactly what it would directly.
 // A constraint that allows, at its k-th token, the ids in steps[k] (nothing after the last).
 class ScriptedConstraint : public TokenConstraint {
  public:
@@ -607,23 +605,82 @@ TEST_F(EngineTest, AConstrainedRequestSamplesOnlyAllowedTokensBesideAFreeOne) {
   EXPECT_EQ(out[1].tokens, Alone(free.prompt, free.params));
 }
 
-TEST_F(EngineTest, AConstrainedRequestThatCannotGoOnEndsWithAnError) {
-  auto backend = MakeBackend(int64_t{1} << 20);
-  auto engine = MakeEngine(backend.get(), {});
-  Request r;
-  r.prompt = Prompt(0, 5);
-  r.params = Greedy(10);
-  r.constraint = std::make_shared<ScriptedConstraint>(std::vector<std::vector<int32_t>>{{20}, {9}});
-  auto stream = engine->Submit(r);
-  ASSERT_TRUE(stream.ok());
-  std::vector<Output> out = Drain(*engine, {*stream});
-  EXPECT_EQ(out[0].tokens, (std::vector<int32_t>{20, 9}));
-  EXPECT_EQ(out[0].finish, FinishReason::kError);
-  EXPECT_EQ(out[0].error.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(out[0].error.message().find("constraint"), std::string::npos);
-  const EngineStats stats = engine->Stats();
-  EXPECT_EQ(stats.failed_total, 1);
-  EXPECT_EQ(stats.kv.used_blocks, 0);
+// A backend that samples rows itself (CUDA) gets each constrained row's mask with the row and
+// samples under it: the same tokens and log-probabilities as the host path, no logits back.
+TEST_F(EngineTest, ConstrainedRowsSampledOnTheBackendMatchTheHostPath) {
+  const std::vector<int32_t> allowed = {20, 21, 22, 23, 40, 41, 42, 7, 9};
+  auto run = [&](backend::Backend* backend, std::vector<std::shared_ptr<ScriptedConstraint>>* cs) {
+    auto engine = MakeEngine(backend, {});
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 4; ++i) {
+      Request r;
+      r.prompt = Prompt(i, 5 + i);
+      r.params = Greedy(8);
+      r.params.temperature = 0.6f + 0.3f * static_cast<float>(i);
+      r.params.seed = 11 + static_cast<uint64_t>(i);
+      if (i == 2) r.params.logprobs = 3;
+      if (i != 3) {  // the last one runs free beside them
+        cs->push_back(
+            std::make_shared<ScriptedConstraint>(std::vector<std::vector<int32_t>>(8, allowed)));
+        r.constraint = cs->back();
+      }
+      auto s = engine->Submit(r);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      if (s.ok()) streams.push_back(*s);
+    }
+    return Drain(*engine, streams);
+  };
+  auto cpu = MakeBackend(int64_t{1} << 20);
+  std::vector<std::shared_ptr<ScriptedConstraint>> host_constraints, device_constraints;
+  const std::vector<Output> host = run(cpu.get(), &host_constraints);
+  testing::HostSamplingBackend sampling(cpu.get());
+  const std::vector<Output> on_backend = run(&sampling, &device_constraints);
+  ASSERT_EQ(host.size(), 4u);
+  ASSERT_EQ(on_backend.size(), 4u);
+  for (size_t i = 0; i < host.size(); ++i) {
+    ASSERT_EQ(host[i].tokens.size(), 8u) << host[i].error.ToString();
+    EXPECT_EQ(on_backend[i].tokens, host[i].tokens) << "request " << i;
+    if (i == 3) continue;
+    for (const int32_t t : on_backend[i].tokens) {
+      EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+    }
+    EXPECT_EQ(device_constraints[i]->fills, 8);
+  }
+  ASSERT_EQ(on_backend[2].logprobs.size(), host[2].logprobs.size());
+  for (size_t t = 0; t < host[2].logprobs.size(); ++t) {
+    EXPECT_EQ(on_backend[2].logprobs[t].chosen.logprob, host[2].logprobs[t].chosen.logprob);
+    ASSERT_EQ(on_backend[2].logprobs[t].top.size(), host[2].logprobs[t].top.size());
+    for (size_t k = 0; k < host[2].logprobs[t].top.size(); ++k) {
+      EXPECT_EQ(on_backend[2].logprobs[t].top[k].token, host[2].logprobs[t].top[k].token);
+    }
+  }
+  // Every row went to the backend; the constrained ones with their masks.
+  EXPECT_EQ(sampling.sampled_rows(), 4 * 8);
+  EXPECT_EQ(sampling.masked_rows(), 3 * 8);
+}
+
+TEST_F(EngineTest, AConstrainedRequestThatCannotGoOnEndsWithAnErrorOnEitherPath) {
+  auto cpu = MakeBackend(int64_t{1} << 20);
+  testing::HostSamplingBackend sampling(cpu.get());
+  for (backend::Backend* backend :
+       {static_cast<backend::Backend*>(cpu.get()), static_cast<backend::Backend*>(&sampling)}) {
+    auto engine = MakeEngine(backend, {});
+    Request r;
+    r.prompt = Prompt(0, 5);
+    r.params = Greedy(10);
+    r.constraint =
+        std::make_shared<ScriptedConstraint>(std::vector<std::vector<int32_t>>{{20}, {9}});
+    auto stream = engine->Submit(r);
+    ASSERT_TRUE(stream.ok());
+    std::vector<Output> out = Drain(*engine, {*stream});
+    EXPECT_EQ(out[0].tokens, (std::vector<int32_t>{20, 9})) << backend->name();
+    EXPECT_EQ(out[0].finish, FinishReason::kError);
+    EXPECT_EQ(out[0].error.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(out[0].error.message().find("constraint"), std::string::npos);
+    const EngineStats stats = engine->Stats();
+    EXPECT_EQ(stats.failed_total, 1);
+    EXPECT_EQ(stats.kv.used_blocks, 0);
+  }
 }
 
 // Preemption recomputes a constrained request's KV without sampling again: its constraint sees
@@ -662,6 +719,8 @@ TEST_F(EngineTest, PreemptedConstrainedRequestsKeepTheirTokensAndConstraintState
   }
 }
 
+// The seam a response cache or router will use: a submitter that wraps the engine sees every
+// submit and cancel, and a request through it streams exactly what it would directly.
 TEST_F(EngineTest, AWrappingSubmitterServesThroughTheEngine) {
   class Counting final : public RequestSubmitter {
    public:

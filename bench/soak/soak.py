@@ -259,12 +259,14 @@ TIMEOUTS = {"killed_client": 75.0, "invalid": 30.0, "oversize": 60.0, "garbage":
 # ---------------------------------------------------------------- monitor
 
 class Monitor(threading.Thread):
-    """Once a second: time a /metrics GET, sample the server's RSS (kB) and open fds."""
+    """Once a second: time a /metrics GET, sample the server's RSS (kB) and open fds, and read
+    the C heap's allocated and free kB from the scrape (to tell a leak from fragmentation)."""
 
     def __init__(self, server):
         super().__init__(daemon=True)
         self.server = server
-        self.samples = []          # (t, scrape seconds or None, rss kB, fds)
+        # (t, scrape seconds or None, rss kB, fds, heap allocated kB, heap free kB)
+        self.samples = []
         self.stop_event = threading.Event()
 
     def run(self):
@@ -272,14 +274,22 @@ class Monitor(threading.Thread):
         pid = self.server.proc.pid
         while not self.stop_event.is_set():
             t0 = time.monotonic()
+            heap = (None, None)
             try:
                 with urllib.request.urlopen(url, timeout=5) as r:
-                    r.read()
+                    text = r.read().decode(errors="replace")
                 scrape = time.monotonic() - t0
+                heap = (sample_kb(text, "strata_heap_allocated_bytes"),
+                        sample_kb(text, "strata_heap_free_bytes"))
             except Exception:
                 scrape = None
-            self.samples.append((time.monotonic(), scrape, rss_kb(pid), fd_count(pid)))
+            self.samples.append((time.monotonic(), scrape, rss_kb(pid), fd_count(pid), *heap))
             self.stop_event.wait(max(0.0, 1.0 - (time.monotonic() - t0)))
+
+
+def sample_kb(text, name):
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(m.group(1)) / 1024 if m else None
 
 
 def rss_kb(pid):
@@ -423,11 +433,15 @@ def build_report(args, ctx, ledger, monitor, checks):
         "rss_first_kb": ctx["rss"][0], "rss_last_kb": ctx["rss"][1],
         "rss_growth_pct": ctx["rss_growth"], "rss_window_s": ctx["rss"][2],
         "fds_first": ctx["fds"][0], "fds_last": ctx["fds"][1],
+        "heap_allocated_first_kb": ctx["heap_allocated"][0],
+        "heap_allocated_last_kb": ctx["heap_allocated"][1],
+        "heap_free_first_kb": ctx["heap_free"][0], "heap_free_last_kb": ctx["heap_free"][1],
         "idle_checks": ctx["idle"], "server_exit_code": ctx.get("exit_code"),
         "checks": checks, "passed": all(c["pass"] for c in checks),
         "samples": [{"t": round(t - ctx["t0"], 2), "scrape_ms": None if sc is None else
-                     round(sc * 1000, 2), "rss_kb": rss, "fds": fds}
-                    for t, sc, rss, fds in monitor.samples],
+                     round(sc * 1000, 2), "rss_kb": rss, "fds": fds, "heap_allocated_kb":
+                     heap, "heap_free_kb": free}
+                    for t, sc, rss, fds, heap, free in monitor.samples],
     }
 
 
@@ -446,6 +460,11 @@ def markdown(rep):
              f"- RSS: first {f(rep['rss_first_kb'], '{:.0f}')} kB, last "
              f"{f(rep['rss_last_kb'], '{:.0f}')} kB, growth {f(rep['rss_growth_pct'], '{:.2f}')}% "
              f"(windows of {rep['rss_window_s']:.0f} s)",
+             f"- C heap (not asserted): allocated first "
+             f"{f(rep['heap_allocated_first_kb'], '{:.0f}')} kB, last "
+             f"{f(rep['heap_allocated_last_kb'], '{:.0f}')} kB; free in the arenas first "
+             f"{f(rep['heap_free_first_kb'], '{:.0f}')} kB, last "
+             f"{f(rep['heap_free_last_kb'], '{:.0f}')} kB",
              f"- open fds: first {f(rep['fds_first'])}, last {f(rep['fds_last'])}",
              f"- server exit code on SIGTERM: {rep['server_exit_code']}", "",
              "## Calls by kind and outcome", "", "| kind | outcomes |", "| --- | --- |"]
@@ -541,6 +560,8 @@ def main():
     samples = [s for s in monitor.samples if traffic_start <= s[0] <= traffic_end]
     ctx["rss"] = window_means(samples, traffic_start, traffic_end, 2)
     ctx["fds"] = window_means(samples, traffic_start, traffic_end, 3)
+    ctx["heap_allocated"] = window_means(samples, traffic_start, traffic_end, 4)
+    ctx["heap_free"] = window_means(samples, traffic_start, traffic_end, 5)
     first, last = ctx["rss"][0], ctx["rss"][1]
     ctx["rss_growth"] = (last - first) * 100 / first if first and last else None
 

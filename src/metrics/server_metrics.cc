@@ -9,7 +9,10 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
+
+#include "process_collector.h"
 
 namespace strata::metrics {
 namespace {
@@ -53,7 +56,9 @@ ServerMetrics::Latency ServerMetrics::AddLatency(const std::string& what, const 
 }
 
 ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summary_window)
-    : registry_(std::make_shared<prometheus::Registry>()), summary_window_(summary_window) {
+    : registry_(std::make_shared<prometheus::Registry>()),
+      process_(std::make_shared<ProcessCollector>()),
+      summary_window_(summary_window) {
   ttft_ = AddLatency("time_to_first_token", "Time from a request's arrival to its first token");
   itl_ = AddLatency("inter_token_latency", "Time between two tokens of one request");
   e2e_ = AddLatency("e2e_request_latency", "Time from a request's arrival to its end");
@@ -327,8 +332,16 @@ void ServerMetrics::ObserveSpeculationLocked(const StepRecord& step) {
   }
 }
 
+std::vector<std::weak_ptr<prometheus::Collectable>> ServerMetrics::collectables() const {
+  return {registry_, process_};
+}
+
 std::string ServerMetrics::Serialize() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  std::vector<prometheus::MetricFamily> process = process_->Collect();
+  families.insert(families.end(), std::make_move_iterator(process.begin()),
+                  std::make_move_iterator(process.end()));
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 void ServerMetrics::ObserveCacheLookup(std::string_view cache, std::string_view tier,

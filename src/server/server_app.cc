@@ -9,7 +9,6 @@
 #include <grpcpp/security/tls_credentials_options.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -158,7 +157,8 @@ Status WritePortFile(const std::string& path, int grpc_port, int metrics_port, i
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "{\"grpc_port\": " << grpc_port << ", \"metrics_port\": " << metrics_port;
+    out << "{\"grpc_port\": " << grpc_port;
+    if (metrics_port > 0) out << ", \"metrics_port\": " << metrics_port;
     if (http_port > 0) out << ", \"http_port\": " << http_port;
     out << "}\n";
     if (!out) return InternalError("cannot write the port file " + tmp);
@@ -256,31 +256,39 @@ int RunServer(const ServerConfig& config) {
   build.model = config.model.substr(config.model.find_last_of('/') + 1);
   metrics::ServerMetrics metrics(build);
 
-  // /metrics first: operators see the server (and its loading state) at once.
+  // /metrics first: operators see the server (and its loading state) at once. -1 turns the
+  // plaintext port off: /metrics is then served only by the HTTP API (TLS and keys apply).
   std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    static CivetCallbacks callbacks = [] {
-      CivetCallbacks c{};
-      c.log_message = LogCivetMessage;
-      return c;
-    }();
-    // Each civetweb worker serves one connection at a time and waits up to request_timeout_ms
-    // for its request: with the library's 2 workers and 30 s, two silent connections blocked
-    // every scrape for 30 s. A scrape is one small GET; a client that has not sent it within
-    // kMetricsRequestTimeoutMs is cut off.
-    exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", HostPort(config.host, config.metrics_port),
-                                 "num_threads", std::to_string(kMetricsThreads),
-                                 "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)},
-        &callbacks);
-  } catch (const std::exception& e) {
-    Log(LogLevel::kError, "cannot serve metrics",
-        {{"address", HostPort(config.host, config.metrics_port)}, {"error", e.what()}});
-    return 1;
+  int metrics_port = -1;
+  if (config.metrics_port >= 0) {
+    try {
+      static CivetCallbacks callbacks = [] {
+        CivetCallbacks c{};
+        c.log_message = LogCivetMessage;
+        return c;
+      }();
+      // Each civetweb worker serves one connection at a time and waits up to request_timeout_ms
+      // for its request: with the library's 2 workers and 30 s, two silent connections blocked
+      // every scrape for 30 s. A scrape is one small GET; a client that has not sent it within
+      // kMetricsRequestTimeoutMs is cut off.
+      exposer = std::make_unique<prometheus::Exposer>(
+          std::vector<std::string>{"listening_ports", HostPort(config.host, config.metrics_port),
+                                   "num_threads", std::to_string(kMetricsThreads),
+                                   "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)},
+          &callbacks);
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "cannot serve metrics",
+          {{"address", HostPort(config.host, config.metrics_port)}, {"error", e.what()}});
+      return 1;
+    }
+    for (const std::weak_ptr<prometheus::Collectable>& c : metrics.collectables()) {
+      exposer->RegisterCollectable(c);
+    }
+    const std::vector<int> metrics_ports = exposer->GetListeningPorts();
+    metrics_port = metrics_ports.empty() ? config.metrics_port : metrics_ports.front();
+  } else if (config.http_port < 0) {
+    Log(LogLevel::kWarn, "no /metrics endpoint: the metrics port and the HTTP API are both off");
   }
-  exposer->RegisterCollectable(std::weak_ptr<prometheus::Collectable>(metrics.registry()));
-  const std::vector<int> metrics_ports = exposer->GetListeningPorts();
-  const int metrics_port = metrics_ports.empty() ? config.metrics_port : metrics_ports.front();
 
   // The embedding model is small (tens of MB): loaded before any port is bound, so a bad folder
   // is one clear line and exit 1.
@@ -468,9 +476,7 @@ int RunServer(const ServerConfig& config) {
     http_options.threads = config.http_threads;
     http_options.model_id = ServedModelName(config);
     http_options.max_body_bytes = static_cast<size_t>(config.max_message_bytes + kMessageSlack);
-    http_options.metrics_text = [&metrics] {
-      return prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
-    };
+    http_options.metrics_text = [&metrics] { return metrics.Serialize(); };
     http_options.cache_admin = cache_admin.get();
     http_options.embeddings = embedder.get();
     http_options.jobs = jobs_store.get();
@@ -487,7 +493,7 @@ int RunServer(const ServerConfig& config) {
   const int http_port = http_frontend ? http_frontend->port() : -1;
   Log(LogLevel::kInfo, "listening",
       {{"grpc", HostPort(config.host, grpc_port)},
-       {"metrics", HostPort(config.host, metrics_port)},
+       {"metrics", metrics_port > 0 ? HostPort(config.host, metrics_port) : "off"},
        {"http", http_port > 0 ? HostPort(config.host, http_port) : "off"}});
   if (!config.port_file.empty()) {
     if (Status written = WritePortFile(config.port_file, grpc_port, metrics_port, http_port);

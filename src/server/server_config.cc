@@ -112,10 +112,11 @@ const std::vector<Setting>& Settings() {
        "gRPC: seconds calls in flight on an aged connection get to finish"},
       {"metrics_port",
        &ServerConfig::metrics_port,
-       0,
+       -1,
        65535,
        {},
-       "Prometheus /metrics port; 0: any free port"},
+       "Prometheus /metrics port (plaintext); 0: any free port; -1: off (the HTTP API's "
+       "/metrics, with its TLS and keys, stays)"},
       {"http_port",
        &ServerConfig::http_port,
        -1,

@@ -80,7 +80,7 @@ class Server:
             time.sleep(0.02)
         ports = json.loads(port_file.read_text())
         self.grpc_port = ports["grpc_port"]
-        self.metrics_port = ports["metrics_port"]
+        self.metrics_port = ports.get("metrics_port")  # None with --metrics-port -1
         self.http_port = ports.get("http_port")  # None with --http-port -1
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         self.stub = pb_grpc.GenerationStub(self.channel)

@@ -138,6 +138,22 @@ def test_plaintext_is_refused(server):
         urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/health", timeout=10).read()
 
 
+def test_metrics_can_be_served_over_https_only(pki):
+    s = start(pki, "--metrics-port", "-1")
+    try:
+        assert s.metrics_port is None  # no plaintext metrics port, none in the port file
+        assert " metrics=off " in s.log(), s.log()
+        ctx = ssl.create_default_context(cafile=str(pki / "server_ca.pem"))
+        ctx.load_cert_chain(str(pki / "client.pem"), str(pki / "client.key"))
+        with urllib.request.urlopen(f"https://localhost:{s.http_port}/metrics", context=ctx,
+                                    timeout=10) as r:
+            text = r.read().decode()
+        assert "strata_requests_running" in text
+        assert "strata_build_info" in text
+    finally:
+        assert s.stop() == 0, s.log()
+
+
 def replace_identity(s, pki, name):
     for src, dst in ((f"{name}.pem", "cert.pem"), (f"{name}.key", "key.pem")):
         tmp = s.live / (dst + ".new")

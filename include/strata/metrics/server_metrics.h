@@ -24,6 +24,7 @@
 #include <vector>
 
 namespace prometheus {
+class Collectable;
 class Registry;
 class Counter;
 class Gauge;
@@ -129,9 +130,12 @@ class ServerMetrics {
   void SetBatchJobs(std::string_view state, int64_t jobs);
   void CountBatchLines(std::string_view result);
 
-  // The exposition in Prometheus' text format (what /metrics serves).
+  // The exposition in Prometheus' text format (what /metrics serves): the registry's metrics,
+  // then the process's own (process_* and the C heap, read now).
   std::string Serialize() const;
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // What an exposer collects, in Serialize's order: the registry, then the process collector.
+  std::vector<std::weak_ptr<prometheus::Collectable>> collectables() const;
 
  private:
   struct Latency {
@@ -145,6 +149,7 @@ class ServerMetrics {
   void ObserveSpeculationLocked(const StepRecord& step);
 
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> process_;  // ProcessCollector
   std::chrono::seconds summary_window_;
 
   Latency ttft_{};

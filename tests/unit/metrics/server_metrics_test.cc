@@ -15,6 +15,18 @@
 namespace strata::metrics {
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 BuildInfo Build() { return {"0.1.0", "abc1234", "cpu", "gemma-3-270m"}; }
 
 std::optional<double> Sample(const std::string& text, const std::string& series) {
@@ -136,6 +148,37 @@ TEST(ServerMetrics, BuildInfoCarriesVersionAndBackend) {
                    "strata_build_info{backend=\"cpu\",commit=\"abc1234\",model=\"gemma-3-270m\","
                    "version=\"0.1.0\"}"),
             1);
+}
+
+// The process's own resources are read at each scrape: memory the program takes shows in the
+// resident size and the heap it holds; the fds it opens in process_open_fds.
+TEST(ServerMetrics, ProcessMetricsFollowTheProcess) {
+  ServerMetrics m(Build());
+  const std::string before = m.Serialize();
+  for (const char* name :
+       {"process_resident_memory_bytes", "process_virtual_memory_bytes", "process_open_fds",
+        "process_cpu_seconds_total", "strata_heap_allocated_bytes", "strata_heap_free_bytes"}) {
+    ASSERT_TRUE(Sample(before, name).has_value()) << name << " missing from\n" << before;
+  }
+  constexpr size_t kBytes = size_t{64} << 20;
+  auto* block = static_cast<volatile char*>(std::malloc(kBytes));
+  ASSERT_NE(block, nullptr);
+  for (size_t i = 0; i < kBytes; i += 4096) block[i] = 1;  // resident, not just reserved
+  FILE* opened = std::fopen("/proc/self/status", "r");
+  ASSERT_NE(opened, nullptr);
+  const std::string after = m.Serialize();
+  std::fclose(opened);
+  std::free(const_cast<char*>(block));
+  if (!kSanitized) {  // a sanitizer's allocator is not glibc's heap
+    EXPECT_GE(*Sample(after, "strata_heap_allocated_bytes") -
+                  *Sample(before, "strata_heap_allocated_bytes"),
+              static_cast<double>(kBytes));
+  }
+  EXPECT_GE(*Sample(after, "process_resident_memory_bytes") -
+                *Sample(before, "process_resident_memory_bytes"),
+            0.9 * static_cast<double>(kBytes));
+  EXPECT_EQ(*Sample(after, "process_open_fds"), *Sample(before, "process_open_fds") + 1);
+  EXPECT_GT(*Sample(after, "process_resident_memory_bytes"), 0);
 }
 
 // The exposition passes Prometheus' own linter (Debian's prometheus package ships promtool).

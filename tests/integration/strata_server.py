@@ -115,6 +115,20 @@ class Server:
                 return float(line.split()[-1])
         return 0.0
 
+    def settled(self, read, quiet: float = 0.3, timeout: float = 30.0):
+        """`read(self)` once two reads `quiet` seconds apart agree: the engine publishes a step's
+        statistics after the step's tokens have reached the caller, so a value read right after
+        a call returns may still move."""
+        last = read(self)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = read(self)
+            if now == last:
+                return now
+            last = now
+        raise AssertionError("the metric never settled")
+
     def wait_metric(self, predicate, timeout: float = 15.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -42,7 +42,7 @@ def generate(server, prompt=PROMPT, sampling=None, **fields):
 def test_a_repeated_greedy_request_is_answered_from_the_cache(server):
     first = generate(server, prompt="A repeated greedy request:")
     hits = lookups(server, "l1", "hit")
-    computed = engine_tokens(server)
+    computed = server.settled(engine_tokens)
     second = generate(server, prompt="A repeated greedy request:")
     assert not first.usage.cached
     assert second.usage.cached
@@ -101,7 +101,7 @@ def test_an_entry_expires_after_the_ttl_the_request_gave(server):
 def test_concurrent_identical_requests_compute_once(server):
     prompt = "Thirty-two clients ask the same thing:"
     joins = lookups(server, "inflight", "hit")
-    computed = engine_tokens(server)
+    computed = server.settled(engine_tokens)
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
         results = list(pool.map(lambda _: generate(server, prompt=prompt, sampling=greedy(24)),
                                 range(32)))

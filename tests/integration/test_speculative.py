@@ -5,7 +5,6 @@ opt out, the metrics are exported, and bad settings are refused at start-up."""
 import concurrent.futures
 import json
 import subprocess
-import time
 import urllib.request
 
 import pytest
@@ -66,19 +65,6 @@ def counters(server):
             server.metric("strata_speculative_accepted_tokens_total", 'proposer="ngram"'))
 
 
-def settled_counters(server):
-    """The counters once no earlier request is still being drafted for: a stream that ended at
-    a stop string is cancelled in the engine a few steps later."""
-    last = counters(server)
-    for _ in range(100):
-        time.sleep(0.3)
-        now = counters(server)
-        if now == last:
-            return now
-        last = now
-    raise AssertionError("the speculative counters never settled")
-
-
 def test_greedy_outputs_equal_and_grounded_drafts_are_accepted(servers):
     plain, spec = servers
     proposed0, accepted0 = counters(spec)
@@ -132,7 +118,7 @@ def test_streaming_with_a_stop_string_matches(servers):
 
 def test_a_request_can_opt_out(servers):
     _, spec = servers
-    before = settled_counters(spec)
+    before = spec.settled(counters)
     out = run(spec, greedy(60), messages=GROUNDED[0], speculative=False)
     assert len(out.token_ids) > 0
     body = {"model": MODEL, "messages": GROUNDED[0], "max_tokens": 40, "temperature": 0,

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "strata/cache/response_key.h"
+#include "strata/common/heap_tuning.h"
 #include "strata/common/logging.h"
 #include "strata/embedding/embedding_batcher.h"
 #include "strata/metrics/server_metrics.h"
@@ -239,6 +240,9 @@ int RunServer(const ServerConfig& config) {
     SetLogFormat(*format);
   }
   RouteLibraryLogs();
+  // Before any thread starts: large blocks (request messages) stay mmapped and go back to the
+  // system when freed, instead of being kept free in the arenas (common/heap_tuning.h).
+  Log(LogLevel::kDebug, "heap", {{"mmap_threshold", FixMmapThreshold()}});
 
   // The backend kind is settled before any port is bound: `--backend cuda` on a machine that
   // cannot run it is one clear line and exit 1, not a server that never becomes ready.

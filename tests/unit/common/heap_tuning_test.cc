@@ -9,20 +9,12 @@
 #include <malloc.h>
 #endif
 
+#include "support/sanitizer.h"
+
 namespace strata {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using strata::testing::kSanitized;
 
 #if defined(__GLIBC__)
 // glibc left alone raises its mmap threshold when an mmapped block is freed, so the next block

@@ -11,21 +11,12 @@
 #include <string>
 
 #include "support/prometheus_text.h"
+#include "support/sanitizer.h"
 
 namespace strata::metrics {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using strata::testing::kSanitized;
 
 BuildInfo Build() { return {"0.1.0", "abc1234", "cpu", "gemma-3-270m"}; }
 

@@ -12,6 +12,7 @@
 #include "cuda_status.h"
 #include "strata/kernels/logit_processing.h"
 #include "strata/kernels/sampling.h"
+#include "strata/sampling/token_mask.h"
 
 namespace strata::backend::cuda {
 namespace {
@@ -90,7 +91,7 @@ Status CudaBackend::Impl::FinishSampled(float* logits, std::span<const RowSampli
   int64_t logprob_rows = 0;
   int64_t entries = 0;
   int64_t masked_rows = 0;
-  const int64_t words_per_row = (vocab + 31) / 32;
+  const auto words_per_row = static_cast<int64_t>(sampling::TokenMaskWords(vocab));
   bool all_greedy = true;
   for (const RowSampling& r : rows) {
     if (!r.on_backend) {

@@ -112,6 +112,17 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
                       .Name("strata_batch_lines_total")
                       .Help("Batch lines that ended with a result, by result (completed, failed)")
                       .Register(*registry_);
+  connections_ = &prometheus::BuildGauge()
+                      .Name("strata_connections")
+                      .Help("Client connections a port holds now, by port (grpc, http)")
+                      .Register(*registry_);
+  connections_full_ =
+      &prometheus::BuildCounter()
+           .Name("strata_connections_full_total")
+           .Help(
+               "New connections that found their port at --max-connections and waited in the "
+               "listen backlog, by port (grpc, http)")
+           .Register(*registry_);
 
   cache_requests_ = &prometheus::BuildCounter()
                          .Name("strata_cache_requests_total")
@@ -278,6 +289,14 @@ void ServerMetrics::SetBatchJobs(std::string_view state, int64_t jobs) {
 
 void ServerMetrics::CountBatchLines(std::string_view result) {
   batch_lines_->Add({{"result", std::string(result)}}).Increment();
+}
+
+void ServerMetrics::SetConnections(std::string_view port, int64_t open) {
+  connections_->Add({{"port", std::string(port)}}).Set(static_cast<double>(open));
+}
+
+void ServerMetrics::CountConnectionsFull(std::string_view port) {
+  connections_full_->Add({{"port", std::string(port)}}).Increment();
 }
 
 void ServerMetrics::ObserveStep(const StepRecord& step) {

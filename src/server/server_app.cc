@@ -35,8 +35,10 @@
 #include "strata/server/api_keys.h"
 #include "strata/server/cache_admin.h"
 #include "strata/server/cache_admin_service.h"
+#include "strata/server/connection_gate.h"
 #include "strata/server/embedding_service.h"
 #include "strata/server/generation_service.h"
+#include "strata/server/grpc_listener.h"
 #include "strata/server/http/batch_api.h"
 #include "strata/server/http/batch_runner.h"
 #include "strata/server/http/http_frontend.h"
@@ -75,8 +77,10 @@ constexpr char kServiceName[] = "strata.v1.Generation";
 constexpr char kEmbeddingServiceName[] = "strata.v1.Embedding";
 // Room for a request's other fields next to a prompt of --max-message-bytes.
 constexpr int64_t kMessageSlack = 64 << 10;
-// /metrics: connections served at once, and how long one may take to send its request.
+// /metrics: connections served at once, how many more may wait for a worker (past them, new
+// connections wait in the listen backlog), and how long one may take to send its request.
 constexpr int kMetricsThreads = 8;
+constexpr int kMetricsConnectionQueue = 32;
 constexpr int kMetricsRequestTimeoutMs = 5000;
 // gRPC: a connection must finish its handshake (up to the client's HTTP/2 SETTINGS) within this.
 constexpr int kGrpcHandshakeTimeoutMs = 10000;
@@ -278,6 +282,7 @@ int RunServer(const ServerConfig& config) {
       exposer = std::make_unique<prometheus::Exposer>(
           std::vector<std::string>{"listening_ports", HostPort(config.host, config.metrics_port),
                                    "num_threads", std::to_string(kMetricsThreads),
+                                   "connection_queue", std::to_string(kMetricsConnectionQueue),
                                    "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)},
           &callbacks);
     } catch (const std::exception& e) {
@@ -386,9 +391,29 @@ int RunServer(const ServerConfig& config) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
-  int grpc_port = 0;
-  builder.AddListeningPort(HostPort(config.host, config.grpc_port), GrpcCredentials(config),
-                           &grpc_port);
+  // The gRPC port is bound here, not by gRPC, so that it holds at most --max-connections
+  // (grpc_listener.h); the HTTP port's gate is its thread pool's queue (http_frontend.h).
+  const auto gate_hooks = [&metrics](const std::string& port) {
+    ConnectionGate::Hooks hooks;
+    hooks.on_change = [&metrics, port](int64_t open) { metrics.SetConnections(port, open); };
+    hooks.on_full = [&metrics, port] { metrics.CountConnectionsFull(port); };
+    return hooks;
+  };
+  ConnectionGate grpc_connections(config.max_connections, gate_hooks("grpc"));
+  ConnectionGate http_connections(config.max_connections, gate_hooks("http"));
+  StatusOr<std::unique_ptr<GrpcListener>> bound = GrpcListener::Bind(config.host, config.grpc_port);
+  if (!bound.ok()) {
+    Log(LogLevel::kError, "cannot serve gRPC (is the port taken?)",
+        {{"address", HostPort(config.host, config.grpc_port)},
+         {"error", bound.status().message()}});
+    return 1;
+  }
+  const int grpc_port = (*bound)->port();
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> grpc_acceptor =
+      builder.experimental().AddExternalConnectionAcceptor(
+          grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+          GrpcCredentials(config));
+  std::unique_ptr<GrpcListener> grpc_listener = std::move(*bound);  // stops before the acceptor
   // The transport allows a little more than --max-message-bytes so that a prompt just past the
   // limit reaches the translator and gets INVALID_ARGUMENT naming the field; far larger
   // messages are cut off by gRPC itself (RESOURCE_EXHAUSTED) before they are read.
@@ -464,11 +489,12 @@ int RunServer(const ServerConfig& config) {
     builder.RegisterService(jobs_service.get());
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || grpc_port == 0) {
-    Log(LogLevel::kError, "cannot serve gRPC (is the port taken?)",
-        {{"address", HostPort(config.host, config.grpc_port)}});
+  if (server == nullptr) {
+    Log(LogLevel::kError, "cannot start the gRPC server",
+        {{"address", HostPort(config.host, grpc_port)}});
     return 1;
   }
+  grpc_listener->Start(grpc_acceptor.get(), &grpc_connections);
   SetHealth(server.get(), false, embedder != nullptr);
 
   // The OpenAI-compatible API, over the same ServingState: /health answers 503 while loading.
@@ -478,6 +504,7 @@ int RunServer(const ServerConfig& config) {
     http_options.host = config.host;
     http_options.port = config.http_port;
     http_options.threads = config.http_threads;
+    http_options.connections = &http_connections;
     http_options.model_id = ServedModelName(config);
     http_options.max_body_bytes = static_cast<size_t>(config.max_message_bytes + kMessageSlack);
     http_options.metrics_text = [&metrics] { return metrics.Serialize(); };
@@ -605,6 +632,7 @@ int RunServer(const ServerConfig& config) {
       std::chrono::system_clock::now() +
       std::chrono::duration_cast<std::chrono::system_clock::duration>(grace) +
       std::chrono::seconds(5);
+  grpc_listener->Stop();
   std::thread grpc_shutdown([&server, grpc_deadline] { server->Shutdown(grpc_deadline); });
   bool cut_short = false;
   while (state.in_flight() > 0 && Clock::now() < deadline) {

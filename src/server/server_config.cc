@@ -130,6 +130,13 @@ const std::vector<Setting>& Settings() {
        {},
        "HTTP connections served at once (each open connection, a streaming one included, "
        "holds one)"},
+      {"max_connections",
+       &ServerConfig::max_connections,
+       0,
+       1000000,
+       {},
+       "client connections the gRPC port and the HTTP port each hold at once; more wait in the "
+       "kernel's listen backlog until one closes; 0: no limit"},
       {"served_model_name",
        &ServerConfig::served_model_name,
        0,

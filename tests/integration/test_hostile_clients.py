@@ -5,9 +5,12 @@
 - gRPC: connections that send a truncated HTTP/2 preface and nothing more are closed once the
   handshake timeout passes, and calls keep working meanwhile; idle connections are closed after
   --grpc-max-connection-idle-s.
+- --max-connections: a port that holds its limit takes no more connections (they wait in the
+  listen backlog) until one closes, on gRPC and on HTTP, and says so in the metrics.
 """
 import socket
 import time
+import urllib.error
 import urllib.request
 
 import grpc
@@ -98,3 +101,64 @@ def test_idle_grpc_connections_are_closed_after_the_idle_limit(server):
         time.sleep(0.1)
     channel.close()
     assert grpc.ChannelConnectivity.IDLE in state_seen[1:], state_seen
+
+
+MAX_CONNECTIONS = 4
+
+
+@pytest.fixture(scope="module")
+def capped():
+    s = Server("--max-connections", str(MAX_CONNECTIONS))
+    s.wait_serving()
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def wait_for_metric(server, name, labels, value, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = server.metric(name, labels)
+        if seen == value or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.05)
+
+
+def test_a_full_grpc_port_takes_no_connection_until_one_closes(capped):
+    # The harness's channel (closed gRPC connections are noticed within a second).
+    held = int(capped.settled(lambda s: s.metric("strata_connections", 'port="grpc"'),
+                              quiet=1.5))
+    assert 1 <= held < MAX_CONNECTIONS
+    silent = [connect(capped.grpc_port) for _ in range(MAX_CONNECTIONS - held)]
+    assert wait_for_metric(capped, "strata_connections", 'port="grpc"', MAX_CONNECTIONS) == \
+        MAX_CONNECTIONS
+    full_before = capped.metric("strata_connections_full_total", 'port="grpc"')
+    # Its own connection: by default channels in one process share them.
+    channel = grpc.insecure_channel(f"127.0.0.1:{capped.grpc_port}",
+                                    options=[("grpc.use_local_subchannel_pool", 1)])
+    stub = pb_grpc.GenerationStub(channel)
+    with pytest.raises(grpc.RpcError) as waited:
+        stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=1.5)
+    assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, waited.value
+    assert capped.metric("strata_connections_full_total", 'port="grpc"') > full_before
+    # The connections the port holds keep working.
+    capped.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+    for sock in silent:
+        sock.close()
+    # The waiting connection is taken once the silent ones are gone.
+    assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).name
+    channel.close()
+
+
+def test_a_full_http_port_takes_no_connection_until_one_closes(capped):
+    url = f"http://127.0.0.1:{capped.http_port}/health"
+    silent = [connect(capped.http_port) for _ in range(MAX_CONNECTIONS)]
+    assert wait_for_metric(capped, "strata_connections", 'port="http"', MAX_CONNECTIONS) == \
+        MAX_CONNECTIONS
+    full_before = capped.metric("strata_connections_full_total", 'port="http"')
+    with pytest.raises((TimeoutError, socket.timeout, urllib.error.URLError)):
+        urllib.request.urlopen(url, timeout=1.0)
+    assert capped.metric("strata_connections_full_total", 'port="http"') > full_before
+    for sock in silent:
+        sock.close()
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.status == 200

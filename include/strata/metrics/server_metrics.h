@@ -130,6 +130,11 @@ class ServerMetrics {
   void SetBatchJobs(std::string_view state, int64_t jobs);
   void CountBatchLines(std::string_view result);
 
+  // Client connections a port ("grpc" or "http") holds now, and how many new ones found it at
+  // --max-connections and waited in the listen backlog.
+  void SetConnections(std::string_view port, int64_t open);
+  void CountConnectionsFull(std::string_view port);
+
   // The exposition in Prometheus' text format (what /metrics serves): the registry's metrics,
   // then the process's own (process_* and the C heap, read now).
   std::string Serialize() const;
@@ -172,12 +177,14 @@ class ServerMetrics {
   prometheus::Family<prometheus::Gauge>* cache_bytes_ = nullptr;       // {cache, tier}
 
   // Embeddings; requests by {transport, code}.
-  prometheus::Family<prometheus::Counter>* key_requests_ = nullptr;  // {key}
-  prometheus::Family<prometheus::Counter>* key_tokens_ = nullptr;    // {key, kind}
-  prometheus::Family<prometheus::Counter>* key_refusals_ = nullptr;  // {key, limit}
-  prometheus::Family<prometheus::Counter>* trace_spans_ = nullptr;   // {result}
-  prometheus::Family<prometheus::Gauge>* batch_jobs_ = nullptr;      // {state}
-  prometheus::Family<prometheus::Counter>* batch_lines_ = nullptr;   // {result}
+  prometheus::Family<prometheus::Counter>* key_requests_ = nullptr;      // {key}
+  prometheus::Family<prometheus::Counter>* key_tokens_ = nullptr;        // {key, kind}
+  prometheus::Family<prometheus::Counter>* key_refusals_ = nullptr;      // {key, limit}
+  prometheus::Family<prometheus::Counter>* trace_spans_ = nullptr;       // {result}
+  prometheus::Family<prometheus::Gauge>* batch_jobs_ = nullptr;          // {state}
+  prometheus::Family<prometheus::Counter>* batch_lines_ = nullptr;       // {result}
+  prometheus::Family<prometheus::Gauge>* connections_ = nullptr;         // {port}
+  prometheus::Family<prometheus::Counter>* connections_full_ = nullptr;  // {port}
   prometheus::Family<prometheus::Counter>* embedding_requests_ = nullptr;
   prometheus::Counter* embedding_texts_ = nullptr;
   prometheus::Counter* embedding_tokens_ = nullptr;

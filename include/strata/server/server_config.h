@@ -50,6 +50,9 @@ struct ServerConfig {
   int32_t metrics_port = 9464;
   int32_t http_port = 8000;  // OpenAI-compatible API; -1 = off
   int32_t http_threads = 256;
+  // Client connections the gRPC and HTTP ports each hold at once (0: no limit); more wait in the
+  // kernel's listen backlog.
+  int32_t max_connections = 1024;
   // gRPC connections: closed after this long without a call (0: never), and asked to reconnect
   // (GOAWAY) after this age, calls in flight getting the grace period to finish (0: never).
   int64_t grpc_max_connection_idle_s = 300;

@@ -406,6 +406,31 @@ struct HttpFrontend::Impl {
   }
 };
 
+namespace {
+
+// cpp-httplib's thread pool behind a ConnectionGate. The server hands every accepted connection
+// to enqueue() (which serves and then closes it), so enqueue() taking a place, waiting while the
+// port is full, stops the accept loop the way a limited listener does, and the job gives the
+// place back once the connection is closed.
+class GatedTaskQueue : public httplib::TaskQueue {
+ public:
+  GatedTaskQueue(int threads, ConnectionGate* gate) : pool_(threads), gate_(gate) {}
+  void enqueue(std::function<void()> fn) override {
+    gate_->Acquire();
+    pool_.enqueue([fn = std::move(fn), gate = gate_] {
+      fn();
+      gate->Release();
+    });
+  }
+  void shutdown() override { pool_.shutdown(); }
+
+ private:
+  httplib::ThreadPool pool_;
+  ConnectionGate* gate_;
+};
+
+}  // namespace
+
 HttpFrontend::HttpFrontend(ServingState* state, HttpOptions options)
     : impl_(std::make_unique<Impl>(state, std::move(options))) {}
 
@@ -414,7 +439,11 @@ HttpFrontend::~HttpFrontend() { Stop(); }
 Status HttpFrontend::Start() {
   Impl& m = *impl_;
   const int threads = std::max(1, m.options.threads);
-  m.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  ConnectionGate* gate = m.options.connections;
+  m.server.new_task_queue = [threads, gate]() -> httplib::TaskQueue* {
+    if (gate == nullptr) return new httplib::ThreadPool(threads);
+    return new GatedTaskQueue(threads, gate);
+  };
   m.server.set_payload_max_length(m.options.max_body_bytes);
   if (!m.server.is_valid()) return InternalError("cannot set up TLS for the HTTP API");
   // The listening socket, as cpp-httplib creates it (the last one it tries is the one bound).
@@ -449,6 +478,8 @@ int HttpFrontend::port() const { return impl_->port; }
 void HttpFrontend::Stop() {
   Impl& m = *impl_;
   if (!m.running.exchange(false)) return;
+  // An accept loop waiting for a place must see the stop.
+  if (m.options.connections != nullptr) m.options.connections->Shut();
   m.server.stop();
   if (m.thread.joinable()) m.thread.join();
 }

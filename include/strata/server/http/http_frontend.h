@@ -14,9 +14,10 @@
 // openai_request.h and docs/http-api.md).
 //
 // Threads: cpp-httplib serves each connection on a pool thread (`threads` of them); a call
-// blocks its thread while it waits for tokens, never the engine. A streaming client that goes
-// away is noticed at the next write (the next token) and its request is cancelled, so its KV
-// blocks are freed at the following engine step.
+// blocks its thread while it waits for tokens, never the engine. Connections beyond the
+// threads wait for one, up to the gate's limit; past it they wait in the kernel's backlog. A
+// streaming client that goes away is noticed at the next write (the next token) and its request is
+// cancelled, so its KV blocks are freed at the following engine step.
 //
 // Thread rules: Start once, then Stop (also from the destructor) from any thread.
 #pragma once
@@ -30,6 +31,7 @@
 #include "strata/embedding/text_embedder.h"
 #include "strata/server/api_keys.h"
 #include "strata/server/cache_admin.h"
+#include "strata/server/connection_gate.h"
 #include "strata/server/http/batch_runner.h"
 #include "strata/server/serving_state.h"
 #include "strata/server/tls_identity.h"
@@ -40,6 +42,9 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (port() says which)
   int threads = 256;
+  // Every connection holds a place here while it is open (queued for a thread or served); null:
+  // no limit.
+  ConnectionGate* connections = nullptr;
   std::string model_id;  // the name requests give as "model" (the GGUF's general.name also does)
   size_t max_body_bytes = 4 << 20;      // larger bodies get 413
   int32_t completions_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)

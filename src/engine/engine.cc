@@ -7,6 +7,7 @@
 #include <span>
 #include <utility>
 
+#include "mask_helper.h"
 #include "strata/common/check.h"
 #include "strata/common/logging.h"
 #include "strata/engine/output_processor.h"
@@ -67,8 +68,13 @@ struct Engine::Live {
   // Drafts allowed: the request allows them and is not background work.
   bool speculative;
   std::shared_ptr<TokenConstraint> constraint;  // null: any token
-  SequenceAcceptance acceptance;                // its drafts' record, for SpeculationPolicy
-  bool record_stages;                           // keep its prefill chunks' times
+  // The mask helper is computing its next mask (the request is not sampled), or has: `ready_mask`
+  // is the mask for its next sampling.
+  bool mask_pending = false;
+  bool has_ready_mask = false;
+  std::vector<uint32_t> ready_mask;
+  SequenceAcceptance acceptance;  // its drafts' record, for SpeculationPolicy
+  bool record_stages;             // keep its prefill chunks' times
   std::vector<PrefillChunkTime> prefill_chunks;
   int64_t prefill_chunks_dropped = 0;
   int32_t preemptions = 0;
@@ -168,7 +174,10 @@ Engine::Engine(backend::Backend* backend, const tokenizer::Tokenizer* tokenizer,
       runner_(backend),
       policy_(options.speculative.policy.Validate().ok() ? options.speculative.policy
                                                          : SpeculationPolicyOptions{}),
-      queue_(options.max_queued_requests) {
+      queue_(options.max_queued_requests),
+      masks_(std::make_unique<MaskHelper>(std::max(0, options.constraint_mask_threads),
+                                          options.constraint_mask_nice,
+                                          [this] { queue_.Wake(); })) {
   options_.scheduler = ResolvedSchedulerConfig(*backend, options);
   PublishStats(nullptr);
 }
@@ -246,6 +255,8 @@ Status Engine::Step(bool* did_work) {
   *did_work = false;
   TakeCancellations();
   TakeSubmissions();
+  TakeReadyMasks();
+  PrepareMasks();
   ProposeDrafts();
 
   const SchedulerOutput out = scheduler_.Schedule();
@@ -372,7 +383,7 @@ void Engine::ProposeDrafts() {
   const int64_t decoding = scheduler_.num_running();
   draft_requests_.clear();
   for (const auto& [id, live] : live_) {
-    if (!live->speculative) continue;
+    if (!live->speculative || live->mask_pending) continue;
     const int64_t room = scheduler_.DraftRoom(id);
     if (room < 1) continue;
     const int64_t length = std::min<int64_t>(room, policy_.DraftLength(live->acceptance, decoding));
@@ -446,8 +457,7 @@ Status Engine::RunBatch(const SchedulerOutput& out) {
     // as a bitmask). A mask that allows nothing leaves the row unsampled: the request fails.
     if (masks == mask_storage_.size()) mask_storage_.emplace_back();
     std::vector<uint32_t>& mask = mask_storage_[masks++];
-    mask.assign(sampling::TokenMaskWords(backend_->config().vocab_size), 0);
-    live.constraint->FillAllowed(mask);
+    FillMask(&live, &mask);
     const bool any = sampling::AnyTokenAllowed(mask);
     row_samplers_.push_back(any ? &live.sampler : nullptr);
     row_masks_.emplace_back(any ? std::span<const uint32_t>(mask) : std::span<const uint32_t>());
@@ -506,9 +516,52 @@ void Engine::FailConstrained(RequestId id) {
                                   "constraint (no token is allowed next)"));
 }
 
+void Engine::FillMask(Live* live, std::vector<uint32_t>* mask) {
+  const size_t words = sampling::TokenMaskWords(backend_->config().vocab_size);
+  if (live->has_ready_mask && live->ready_mask.size() == words) {
+    mask->swap(live->ready_mask);
+    live->has_ready_mask = false;
+    return;
+  }
+  live->has_ready_mask = false;
+  mask->assign(words, 0);
+  live->constraint->FillAllowed(*mask);
+}
+
+void Engine::PrepareMasks() {
+  for (auto& [id, live] : live_) {
+    if (!live->constraint || live->mask_pending || live->has_ready_mask) continue;
+    if (live->constraint->AllowedIsCheap()) continue;
+    if (!masks_->Start(id, live->constraint,
+                       sampling::TokenMaskWords(backend_->config().vocab_size))) {
+      continue;  // the helper is off or full: computed on this thread when sampled
+    }
+    live->mask_pending = true;
+    ++masks_pending_;
+    scheduler_.SetPaused(id, true);
+  }
+}
+
+void Engine::TakeReadyMasks() {
+  masks_->TakeReady(&ready_masks_);
+  for (auto& [id, mask] : ready_masks_) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;  // ended meanwhile
+    Live& live = *it->second;
+    live.mask_pending = false;
+    --masks_pending_;
+    live.has_ready_mask = true;
+    live.ready_mask = std::move(mask);
+    scheduler_.SetPaused(id, false);
+  }
+  if (!ready_masks_.empty()) {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.constraint_masks_off_thread_total += static_cast<int64_t>(ready_masks_.size());
+  }
+}
+
 int32_t Engine::SampleConstrained(Live* live, std::span<float> logits) {
-  allowed_.assign(sampling::TokenMaskWords(static_cast<int64_t>(logits.size())), 0);
-  live->constraint->FillAllowed(allowed_);
+  FillMask(live, &allowed_);
   if (!sampling::AnyTokenAllowed(allowed_)) return -1;
   sampling::ApplyTokenMask(allowed_, logits);
   const int32_t token = live->sampler.Sample(logits);
@@ -588,6 +641,10 @@ void Engine::EndRequest(RequestId id, sampling::FinishReason reason, Status erro
   FillUsage(live, &chunk);
   live.stream->Push(std::move(chunk));
   ForgetDrafts(id);
+  if (live.mask_pending) {
+    masks_->Drop(id);
+    --masks_pending_;
+  }
   live_.erase(it);
   std::lock_guard<std::mutex> lock(stats_mutex_);
   if (reason == sampling::FinishReason::kCancelled) ++stats_.cancelled_total;
@@ -642,6 +699,7 @@ void Engine::PublishStats(const SchedulerOutput* out) {
     stats_.token_budget = ss.token_budget;
     stats_.preemptions_total = ss.num_preemptions;
     stats_.kv = ss.kv;
+    stats_.constraint_masks_pending = masks_pending_;
     if (!options_.step_observer) return;
     snapshot = stats_;
   }

@@ -62,6 +62,9 @@ int64_t Scheduler::Chunk(const Sequence& seq, int64_t remaining, int64_t budget_
                          int64_t background_left) const {
   int64_t n = std::min(remaining, budget_left);
   if (config_.long_prefill_chunk > 0) n = std::min(n, config_.long_prefill_chunk);
+  // A paused sequence may compute its prompt (or recompute after a preemption) but not the
+  // chunk that samples: it stops one token short until it is taken back.
+  if (seq.paused && n == remaining) --n;
   if (seq.background && num_foreground_ > 0) {
     n = std::min(n, background_left);
     // A chunk that samples also pays for its row of the output head: over budget, it stops
@@ -78,6 +81,7 @@ int64_t Scheduler::BackgroundCost(const Sequence& seq, int64_t num_new, int64_t 
 }
 
 int64_t Scheduler::Pending(const Sequence& seq, int64_t tokens) const {
+  if (seq.paused) return 0;  // waits for the engine, not for room in the steps
   return seq.background && num_foreground_ > 0 ? 0 : tokens;
 }
 
@@ -92,6 +96,7 @@ SchedulerOutput Scheduler::Schedule() {
   running_snapshot_.assign(running_.begin(), running_.end());
   for (Sequence* seq : running_snapshot_) {
     if (seq->status != SequenceStatus::kRunning) continue;  // preempted earlier in this step
+    if (seq->paused && seq->num_draft_tokens > 0) TrimDraft(seq, 0);  // no guess to verify
     // After a sampling step the engine must append the token (or finish the sequence).
     STRATA_CHECK(seq->num_uncomputed() > 0);
     int64_t num_new = Chunk(*seq, seq->num_uncomputed(), budget_left, background_left);
@@ -139,9 +144,10 @@ SchedulerOutput Scheduler::Schedule() {
 
 int64_t Scheduler::Admit(int64_t* budget_left, int64_t* background_left, SchedulerOutput* out) {
   int64_t pending = 0;
-  while (!waiting_.empty() && *budget_left > 0 &&
+  auto next = waiting_.begin();
+  while (next != waiting_.end() && *budget_left > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_batch_size) {
-    Sequence* seq = *waiting_.begin();
+    Sequence* seq = *next;
     // The watermark keeps room for the running sequences' next tokens; with none running it
     // would only keep a request that fits the cache from ever starting.
     const int32_t floor = running_.empty() ? 0 : watermark_blocks_;
@@ -150,6 +156,10 @@ int64_t Scheduler::Admit(int64_t* budget_left, int64_t* background_left, Schedul
     const kv::KvCacheManager::PrefixProbe probe = kv_->ProbePrefix(seq->tokens);
     const int64_t remaining = seq->num_tokens() - probe.hit_tokens;
     const int64_t num_new = Chunk(*seq, remaining, *budget_left, *background_left);
+    if (num_new == 0 && seq->paused) {  // only its sampling chunk is left: the next may start
+      ++next;
+      continue;
+    }
     // Background sequences come last in the order, so none after this one could start either.
     if (num_new == 0) break;
     const int64_t total = probe.hit_tokens + num_new;
@@ -162,7 +172,7 @@ int64_t Scheduler::Admit(int64_t* budget_left, int64_t* background_left, Schedul
     const bool reserved = kv_->Reserve(seq->id, total);
     STRATA_CHECK(reserved);
 
-    waiting_.erase(waiting_.begin());
+    next = waiting_.erase(next);
     seq->status = SequenceStatus::kRunning;
     seq->num_computed_tokens = hit;
     seq->num_cached_tokens = hit;
@@ -302,6 +312,13 @@ void Scheduler::SetTokenBudget(int64_t budget) {
 void Scheduler::SetBackgroundBudget(const BackgroundBudget& budget) {
   STRATA_CHECK(budget.sample_cost >= 0 && budget.tokens >= 1 + budget.sample_cost);
   background_budget_ = budget;
+}
+
+bool Scheduler::SetPaused(kv::SequenceId id, bool paused) {
+  const auto it = sequences_.find(id);
+  if (it == sequences_.end()) return false;
+  it->second->paused = paused;
+  return true;
 }
 
 const Sequence* Scheduler::Find(kv::SequenceId id) const {

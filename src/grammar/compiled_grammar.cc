@@ -62,6 +62,18 @@ std::shared_ptr<const internal::AdaptiveTokenMask> CompiledGrammar::PositionMask
   return entry;
 }
 
+bool CompiledGrammar::HasPositionMask(const std::vector<int32_t>& states) const {
+  const std::string key(reinterpret_cast<const char*>(states.data()),
+                        states.size() * sizeof(int32_t));
+  std::lock_guard<std::mutex> lock(position_mu_);
+  return positions_.count(key) > 0;
+}
+
+bool CompiledGrammar::HasMask(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mask_mu_);
+  return mask_index_.count(key) > 0;
+}
+
 bool CompiledGrammar::LookupMask(const std::string& key, uint32_t* mask) const {
   std::lock_guard<std::mutex> lock(mask_mu_);
   auto it = mask_index_.find(key);

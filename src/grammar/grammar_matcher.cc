@@ -95,7 +95,23 @@ void GrammarMatcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
   STRATA_CHECK(bitmask.size() >= words);
   std::fill(bitmask.begin(), bitmask.end(), 0u);
   if (terminated_ || set_ == StackMachine::kDead) return;
+  const bool cacheable = BuildMaskKey();
+  if (cacheable && grammar_->LookupMask(key_, bitmask.data())) return;
+  ComputeMask(bitmask.data());
+  if (cacheable) grammar_->StoreMask(key_, bitmask.data());
+}
 
+bool GrammarMatcher::NextMaskIsCached() {
+  if (terminated_ || set_ == StackMachine::kDead) return true;
+  if (BuildMaskKey() && grammar_->HasMask(key_)) return true;
+  for (int32_t node : machine_->SetNodes(set_)) {
+    TopFrames(node);
+    if (!grammar_->HasPositionMask(frames_)) return false;
+  }
+  return true;
+}
+
+bool GrammarMatcher::BuildMaskKey() {
   // Canonical key of the stack set: each stack's states top to bottom, sorted, plus the flag.
   stack_keys_.clear();
   size_t key_bytes = 0;
@@ -103,22 +119,25 @@ void GrammarMatcher::FillNextTokenBitmask(std::span<uint32_t> bitmask) {
     stack_keys_.emplace_back();
     machine_->AppendStackKey(node, &stack_keys_.back());
     key_bytes += stack_keys_.back().size() + 1;
-    if (key_bytes > grammar_->max_mask_key_bytes()) break;  // not cached: no need for the rest
+    if (key_bytes > grammar_->max_mask_key_bytes()) return false;  // no need for the rest
   }
-  const bool cacheable = key_bytes <= grammar_->max_mask_key_bytes();
-  if (cacheable) {
-    std::sort(stack_keys_.begin(), stack_keys_.end());
-    key_.clear();
-    for (const std::string& k : stack_keys_) {
-      const uint32_t len = static_cast<uint32_t>(k.size());
-      key_.append(reinterpret_cast<const char*>(&len), sizeof(len));
-      key_ += k;
-    }
-    key_.push_back(machine_->SetPopped(set_) ? 'p' : 'n');
-    if (grammar_->LookupMask(key_, bitmask.data())) return;
+  std::sort(stack_keys_.begin(), stack_keys_.end());
+  key_.clear();
+  for (const std::string& k : stack_keys_) {
+    const uint32_t len = static_cast<uint32_t>(k.size());
+    key_.append(reinterpret_cast<const char*>(&len), sizeof(len));
+    key_ += k;
   }
-  ComputeMask(bitmask.data());
-  if (cacheable) grammar_->StoreMask(key_, bitmask.data());
+  key_.push_back(machine_->SetPopped(set_) ? 'p' : 'n');
+  return true;
+}
+
+void GrammarMatcher::TopFrames(int32_t node) {
+  frames_.clear();
+  for (int32_t n = node; n >= 0 && frames_.size() < internal::kContextFrames;
+       n = machine_->NodeParent(n)) {
+    frames_.push_back(machine_->NodeState(n));
+  }
 }
 
 void GrammarMatcher::ComputeMask(uint32_t* mask) {
@@ -127,11 +146,7 @@ void GrammarMatcher::ComputeMask(uint32_t* mask) {
   // Copy: walking tokens below may intern new sets and invalidate references.
   const std::vector<int32_t> nodes = machine_->SetNodes(set_);
   for (int32_t node : nodes) {
-    frames_.clear();
-    for (int32_t n = node; n >= 0 && frames_.size() < internal::kContextFrames;
-         n = machine_->NodeParent(n)) {
-      frames_.push_back(machine_->NodeState(n));
-    }
+    TopFrames(node);
     std::shared_ptr<const internal::AdaptiveTokenMask> entry = grammar_->PositionMask(frames_);
     entry->OrAcceptedInto(vocab, mask, &scratch_);
     if (entry->uncertain.empty()) continue;

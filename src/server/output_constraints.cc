@@ -22,6 +22,7 @@ class GrammarConstraint final : public engine::TokenConstraint {
 
   void FillAllowed(std::span<uint32_t> allowed) override { matcher_.FillNextTokenBitmask(allowed); }
   bool Accept(int32_t token) override { return matcher_.AcceptToken(token); }
+  bool AllowedIsCheap() override { return matcher_.NextMaskIsCached(); }
 
  private:
   grammar::GrammarMatcher matcher_;

@@ -206,6 +206,13 @@ const std::vector<Setting>& Settings() {
        {},
        "adaptive batching: prompt tokens each step keeps for waiting prompts, whatever the "
        "target"},
+      {"constraint_mask_threads",
+       &ServerConfig::constraint_mask_threads,
+       0,
+       64,
+       {},
+       "structured output: threads that compute token masks of grammar positions seen for the "
+       "first time, off the engine thread; 0: on the engine thread"},
       {"enable_prefix_caching",
        &ServerConfig::enable_prefix_caching,
        0,

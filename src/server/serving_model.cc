@@ -283,6 +283,7 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
                                                           : engine::BatchingMode::kStatic;
   engine_options.adaptive.target_itl_seconds = config.target_itl_ms / 1000.0;
   engine_options.adaptive.min_prefill_tokens = config.min_prefill_tokens;
+  engine_options.constraint_mask_threads = config.constraint_mask_threads;
   engine_options.background_max_slowdown = config.batch_max_slowdown;
   if (config.speculative == "ngram") {
     engine::NgramProposerOptions ngram;

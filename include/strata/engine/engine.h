@@ -40,6 +40,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "strata/backend/backend.h"
@@ -60,6 +61,8 @@
 #include "strata/tokenizer/tokenizer.h"
 
 namespace strata::engine {
+
+class MaskHelper;
 
 enum class BatchingMode {
   kStatic,    // the token budget is SchedulerConfig::max_batched_tokens, always
@@ -88,6 +91,12 @@ struct EngineOptions {
   // by at most this fraction (0.1: 10%), by the step-time model (StepCostModel); they always
   // get at least one token per step. Must be finite and >= 0.
   double background_max_slowdown = 0.1;
+  // Structured output: a constrained request whose next mask is not in its grammar's caches
+  // (a position seen for the first time) gets it from this many helper threads at this nice
+  // value, and is not sampled until it is ready (its prompt still runs), so that the other
+  // requests' steps do not wait for it (mask_helper.h). 0 threads: on the engine thread.
+  int constraint_mask_threads = 1;
+  int constraint_mask_nice = 5;
   // Called on the engine thread after every Step with a fresh snapshot, and whether the step
   // ran a batch (idle steps report the same state with no batch); for the metrics exporter.
   // Must be cheap, must not block and must not call into the engine.
@@ -108,6 +117,9 @@ struct EngineStats {
   int64_t cancelled_total = 0;
   int64_t failed_total = 0;
   int64_t generated_tokens_total = 0;
+  // Masks the helper computed (mask_helper.h), and requests sitting out for one now.
+  int64_t constraint_masks_off_thread_total = 0;
+  int64_t constraint_masks_pending = 0;
   // Speculative decoding: drafts verified, their tokens, the tokens accepted, and verifications
   // by the number of draft tokens accepted (index 0..kMaxDraftTokens).
   int64_t speculative_verifications_total = 0;
@@ -165,6 +177,13 @@ class Engine final : public RequestSubmitter {
   void TakeCancellations();
   void TakeSubmissions();
   void ProposeDrafts();
+  // Constrained requests whose next mask is slow to compute go to the mask helper and are not
+  // sampled until it is ready; masks the helper finished are kept for their next sampling.
+  void PrepareMasks();
+  void TakeReadyMasks();
+  // A constrained request's next mask into `mask` (zeroed, sized): the helper's, when it has
+  // one ready, or computed now.
+  void FillMask(Live* live, std::vector<uint32_t>* mask);
   void ForgetDrafts(RequestId id);  // the proposer's state for an ended request
   Status RunBatch(const SchedulerOutput& out);
   void Postprocess(const SchedulerOutput& out);
@@ -223,6 +242,10 @@ class Engine final : public RequestSubmitter {
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
   std::atomic<bool> stop_{false};
+  // After queue_ (its workers wake the loop through it), so destroyed before it.
+  std::unique_ptr<MaskHelper> masks_;
+  std::vector<std::pair<RequestId, std::vector<uint32_t>>> ready_masks_;  // TakeReadyMasks'
+  int64_t masks_pending_ = 0;  // engine thread: requests with mask_pending
   std::thread loop_;
   std::once_flag stop_once_;
 };

@@ -175,6 +175,13 @@ class Scheduler {
   // not hold it (already finished or cancelled, or never added): cancel races are normal.
   bool Cancel(kv::SequenceId id);
 
+  // Keeps sequence `id` (waiting or running) from sampling from now on, or takes it back. A
+  // paused sequence still computes its prompt (or recomputes it after a preemption) up to the
+  // token that samples, then sits out, keeping its place and KV blocks (it can still be
+  // preempted); its draft, if any, is dropped; those behind it in the waiting order are
+  // admitted past it. False when the scheduler does not hold it.
+  bool SetPaused(kv::SequenceId id, bool paused);
+
   // Per-step token budget from now on (>= 1), e.g. from AdaptiveBudget.
   void SetTokenBudget(int64_t budget);
   int64_t token_budget() const { return budget_; }

@@ -68,6 +68,9 @@ struct Sequence {
   int64_t num_draft_tokens = 0;
   SequenceStatus status = SequenceStatus::kWaiting;
   int32_t num_preemptions = 0;
+  // Not sampled (only prompt chunks that stop short of sampling run) while the engine prepares
+  // what it needs to sample it (Scheduler::SetPaused).
+  bool paused = false;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   // Tokens without the draft: the prompt and the tokens the model has chosen.

@@ -11,8 +11,8 @@
 // reached, so a draft token the format does not allow is simply rejected, and the constraint
 // only ever sees the tokens the request keeps (no rollback needed).
 //
-// Thread rules: the frontend builds it; once the request is submitted only the engine thread
-// uses it.
+// Thread rules: the frontend builds it; once the request is submitted the engine uses it from
+// one thread at a time (its own, or its mask helper while the request waits for a mask).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,12 @@ class TokenConstraint {
   // The token chosen next, one the last FillAllowed allowed. False (nothing changed) if it was
   // not allowed; the engine then ends the request with an error.
   virtual bool Accept(int32_t token) = 0;
+
+  // Whether FillAllowed would be quick now (cached work, microseconds). When it is not (a
+  // grammar position seen for the first time: milliseconds to hundreds of them), the engine
+  // runs FillAllowed on a helper thread and does not sample the request until the mask is
+  // ready, rather than make every other request's step wait for it.
+  virtual bool AllowedIsCheap() { return true; }
 };
 
 }  // namespace strata::engine

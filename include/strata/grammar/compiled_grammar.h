@@ -76,6 +76,10 @@ class CompiledGrammar {
   // use. Any thread.
   std::shared_ptr<const internal::AdaptiveTokenMask> PositionMask(
       const std::vector<int32_t>& states) const;
+  // Whether PositionMask(states) is cached now (no statistics counted).
+  bool HasPositionMask(const std::vector<int32_t>& states) const;
+  // Whether a mask for `key` is cached now (no statistics counted, the LRU order untouched).
+  bool HasMask(const std::string& key) const;
   // Copies the cached mask for `key` into `mask` and returns true, or returns false.
   bool LookupMask(const std::string& key, uint32_t* mask) const;
   void StoreMask(const std::string& key, const uint32_t* mask) const;

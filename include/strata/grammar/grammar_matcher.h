@@ -49,6 +49,11 @@ class GrammarMatcher {
   // allowed. `bitmask` must hold vocabulary().bitmask_words() words (all are written). After
   // termination nothing is allowed.
   void FillNextTokenBitmask(std::span<uint32_t> bitmask);
+  // Whether FillNextTokenBitmask would take its mask, or every position it needs, from the
+  // grammar's caches now (microseconds), rather than compute a position first seen here
+  // (milliseconds: every vocabulary token walked). For a caller that would rather compute the
+  // slow ones off its critical thread.
+  bool NextMaskIsCached();
 
   // Whether the root can end here (an end token is allowed).
   bool CanTerminate() const;
@@ -70,6 +75,10 @@ class GrammarMatcher {
   const CompiledGrammar& compiled_grammar() const { return *grammar_; }
 
  private:
+  // key_ := the canonical key of the current stack set; false when it is too long to cache.
+  bool BuildMaskKey();
+  // frames_ := the top states of stack `node`, top first (a position-cache key).
+  void TopFrames(int32_t node);
   void ComputeMask(uint32_t* mask);
   void PushHistory();
 

@@ -71,6 +71,8 @@ struct ServerConfig {
   std::string batching = "adaptive";  // "static" or "adaptive"
   double target_itl_ms = 80;          // adaptive batching's inter-token latency target
   int64_t min_prefill_tokens = 64;    // adaptive: prompt tokens per step kept for waiting prompts
+  // Structured output: helper threads for token masks first seen (0: on the engine thread).
+  int32_t constraint_mask_threads = 1;
   bool enable_prefix_caching = true;
   std::string preload_prompts;  // file of prompts put into the prefix cache at start-up
 

@@ -683,6 +683,128 @@ TEST_F(EngineTest, AConstrainedRequestThatCannotGoOnEndsWithAnErrorOnEitherPath)
   }
 }
 
+// A constraint whose masks are never cached (AllowedIsCheap false): the engine gets them from
+// its mask helper. FillAllowed waits while `hold` is set (the helper's thread, not the
+// engine's).
+class SlowConstraint : public ScriptedConstraint {
+ public:
+  using ScriptedConstraint::ScriptedConstraint;
+  void FillAllowed(std::span<uint32_t> allowed) override {
+    while (hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    filled_on = std::this_thread::get_id();
+    ScriptedConstraint::FillAllowed(allowed);
+  }
+  bool AllowedIsCheap() override { return false; }
+  std::atomic<bool> hold{false};
+  std::thread::id filled_on;
+};
+
+TEST_F(EngineTest, SlowMasksComeFromTheHelperWithTheSameTokensAsInline) {
+  const std::vector<int32_t> allowed = {20, 21, 22, 23, 40, 41, 42, 7, 9};
+  const auto run = [&](int helper_threads, std::vector<std::shared_ptr<SlowConstraint>>* cs) {
+    auto backend = MakeBackend(int64_t{1} << 20);
+    EngineOptions options;
+    options.constraint_mask_threads = helper_threads;
+    auto engine = MakeEngine(backend.get(), options);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 3; ++i) {
+      Request r;
+      r.prompt = Prompt(i, 5 + i);
+      r.params = Greedy(8);
+      r.params.temperature = 0.7f;
+      r.params.seed = 3 + static_cast<uint64_t>(i);
+      cs->push_back(
+          std::make_shared<SlowConstraint>(std::vector<std::vector<int32_t>>(8, allowed)));
+      r.constraint = cs->back();
+      auto s = engine->Submit(r);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      if (s.ok()) streams.push_back(*s);
+    }
+    std::vector<Output> out = Drain(*engine, streams);
+    return std::make_pair(out, engine->Stats());
+  };
+  std::vector<std::shared_ptr<SlowConstraint>> inline_cs, helper_cs;
+  const auto [inline_out, inline_stats] = run(0, &inline_cs);
+  const auto [helper_out, helper_stats] = run(1, &helper_cs);
+  EXPECT_EQ(inline_stats.constraint_masks_off_thread_total, 0);
+  EXPECT_EQ(helper_stats.constraint_masks_off_thread_total, 3 * 8);
+  EXPECT_EQ(helper_stats.constraint_masks_pending, 0);
+  for (size_t i = 0; i < inline_out.size(); ++i) {
+    ASSERT_EQ(inline_out[i].tokens.size(), 8u) << inline_out[i].error.ToString();
+    EXPECT_EQ(helper_out[i].tokens, inline_out[i].tokens) << "request " << i;
+    EXPECT_EQ(helper_cs[i]->fills, 8) << "request " << i;  // one mask per token, none wasted
+    EXPECT_NE(helper_cs[i]->filled_on, std::this_thread::get_id());
+  }
+}
+
+TEST_F(EngineTest, ARequestWaitingForItsMaskDoesNotHoldTheOthersUp) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  auto slow = std::make_shared<SlowConstraint>(
+      std::vector<std::vector<int32_t>>(4, std::vector<int32_t>{20, 21}));
+  slow->hold = true;
+  Request constrained;
+  constrained.prompt = Prompt(0, 6);
+  constrained.params = Greedy(4);
+  constrained.constraint = slow;
+  Request free;
+  free.prompt = Prompt(1, 6);
+  free.params = Greedy(10);
+  auto a = engine->Submit(constrained);
+  auto b = engine->Submit(free);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Output free_out;
+  Output constrained_out;
+  for (int step = 0; step < 100 && !free_out.finish.has_value(); ++step) {
+    bool did_work = false;
+    ASSERT_TRUE(engine->Step(&did_work).ok());
+    Collect(**b, &free_out);
+    Collect(**a, &constrained_out);
+  }
+  // The free request ran to its end while the constrained one waited for its first mask.
+  EXPECT_EQ(free_out.tokens, Alone(free.prompt, free.params));
+  EXPECT_TRUE(constrained_out.tokens.empty());
+  EXPECT_EQ(engine->Stats().constraint_masks_pending, 1);
+  slow->hold = false;
+  std::vector<Output> rest = Drain(*engine, {*a});
+  constrained_out.tokens.insert(constrained_out.tokens.end(), rest[0].tokens.begin(),
+                                rest[0].tokens.end());
+  ASSERT_EQ(constrained_out.tokens.size(), 4u) << rest[0].error.ToString();
+  for (const int32_t t : constrained_out.tokens) EXPECT_TRUE(t == 20 || t == 21) << t;
+  EXPECT_EQ(rest[0].finish, FinishReason::kLength);
+}
+
+TEST_F(EngineTest, CancellingARequestWaitingForItsMaskEndsIt) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  auto slow = std::make_shared<SlowConstraint>(
+      std::vector<std::vector<int32_t>>(4, std::vector<int32_t>{20, 21}));
+  slow->hold = true;
+  Request r;
+  r.prompt = Prompt(0, 6);
+  r.params = Greedy(4);
+  r.constraint = slow;
+  auto stream = engine->Submit(r);
+  ASSERT_TRUE(stream.ok());
+  bool did_work = false;
+  ASSERT_TRUE(engine->Step(&did_work).ok());
+  EXPECT_TRUE(did_work);  // its prompt, all but the token that samples
+  ASSERT_TRUE(engine->Step(&did_work).ok());
+  EXPECT_FALSE(did_work);  // then it waits
+  EXPECT_EQ(engine->Stats().constraint_masks_pending, 1);
+  engine->Cancel((*stream)->id());
+  ASSERT_TRUE(engine->Step(&did_work).ok());
+  Output out;
+  Collect(**stream, &out);
+  EXPECT_EQ(out.finish, FinishReason::kCancelled);
+  EXPECT_TRUE(out.tokens.empty());
+  const EngineStats stats = engine->Stats();
+  EXPECT_EQ(stats.constraint_masks_pending, 0);
+  EXPECT_EQ(stats.kv.used_blocks, 0);
+  slow->hold = false;  // the helper finishes its job; the engine ignores the mask
+  engine.reset();
+}
+
 // Preemption recomputes a constrained request's KV without sampling again: its constraint sees
 // each kept token once and the tokens are those of a run without preemption.
 TEST_F(EngineTest, PreemptedConstrainedRequestsKeepTheirTokensAndConstraintState) {

@@ -380,6 +380,57 @@ TEST(Scheduler, WaitingHeadIsNotOvertakenBySmallerLaterRequests) {
   }
 }
 
+TEST(Scheduler, APausedSequenceRunsItsPromptButNotTheChunkThatSamples) {
+  Harness h(Config(512), Cache(/*num_blocks=*/64, /*block_size=*/4));
+  h.AddOk(1, 6, 4);
+  h.AddOk(2, 5, 4);
+  ASSERT_TRUE(h.scheduler().SetPaused(1, true));  // waiting, at the head of the queue
+  Step step = h.Run();
+  ASSERT_EQ(step.scheduled.size(), 2u);
+  EXPECT_EQ(step.scheduled[0].id, 1);
+  EXPECT_EQ(step.scheduled[0].n, 5);  // one short of its prompt
+  EXPECT_FALSE(step.scheduled[0].samples);
+  EXPECT_EQ(step.scheduled[1].id, 2);
+  EXPECT_TRUE(step.scheduled[1].samples);
+  step = h.Run();  // 1 waits with only its sampling token left; 2 decodes
+  ASSERT_EQ(step.scheduled.size(), 1u);
+  EXPECT_EQ(step.scheduled[0].id, 2);
+  EXPECT_EQ(h.scheduler().Stats().num_pending_tokens, 0);  // waiting on the engine, not room
+  ASSERT_TRUE(h.scheduler().SetPaused(1, false));
+  step = h.Run();
+  ASSERT_EQ(step.scheduled.size(), 2u);
+  EXPECT_EQ(step.scheduled[0].id, 1);
+  EXPECT_EQ(step.scheduled[0].start, 5);
+  EXPECT_TRUE(step.scheduled[0].samples);
+  // A decoding sequence paused keeps its KV and gets no step until it is taken back.
+  ASSERT_TRUE(h.scheduler().SetPaused(2, true));
+  const int64_t computed = h.scheduler().Find(2)->num_computed_tokens;
+  for (int i = 0; i < 2; ++i) {
+    step = h.Run();
+    ASSERT_EQ(step.scheduled.size(), 1u);
+    EXPECT_EQ(step.scheduled[0].id, 1);
+  }
+  EXPECT_EQ(h.scheduler().Find(2)->num_computed_tokens, computed);
+  ASSERT_TRUE(h.scheduler().SetPaused(2, false));
+  h.Drain();
+  ASSERT_NE(h.Finished(1), nullptr);
+  ASSERT_NE(h.Finished(2), nullptr);
+  EXPECT_EQ(h.Finished(1)->num_generated(), 4);
+  EXPECT_EQ(h.Finished(2)->num_generated(), 4);
+  EXPECT_FALSE(h.scheduler().SetPaused(99, true));  // not held
+}
+
+TEST(Scheduler, APausedSequenceWithOnlyItsSamplingTokenLeftLetsTheNextStart) {
+  Harness h(Config(512), Cache(/*num_blocks=*/64, /*block_size=*/4));
+  h.AddOk(1, 1, 4);  // a one-token prompt: its only chunk samples
+  h.AddOk(2, 5, 4);
+  ASSERT_TRUE(h.scheduler().SetPaused(1, true));
+  const Step step = h.Run();
+  ASSERT_EQ(step.scheduled.size(), 1u);
+  EXPECT_EQ(step.scheduled[0].id, 2);
+  EXPECT_EQ(h.scheduler().num_waiting(), 1);
+}
+
 TEST(Scheduler, PrefixCacheHitReducesTheTokensScheduled) {
   Harness h(Config(512), Cache(/*num_blocks=*/64, /*block_size=*/16, /*prefix_caching=*/true));
   std::vector<int32_t> prompt = Prompt(1, 40);

@@ -299,7 +299,11 @@ class TokenSetConstraint final : public TokenConstraint {
     ++accepted;
     return std::find(ids_.begin(), ids_.end(), token) != ids_.end();
   }
+  // With slow_masks, every other mask is "not cached": it comes from the engine's mask helper.
+  bool AllowedIsCheap() override { return !slow_masks || (++asked % 2) == 0; }
   int accepted = 0;
+  bool slow_masks = false;
+  int asked = 0;
 
  private:
   std::vector<int32_t> ids_;
@@ -335,19 +339,24 @@ TEST_F(SpeculativeEngineTest, ConstrainedRequestsGiveThePlainTokensWithDrafts) {
     full.insert(full.end(), expected[i].tokens.begin(), expected[i].tokens.end());
     exact->Add(full);
   }
-  for (const std::shared_ptr<Proposer>& proposer :
-       {std::shared_ptr<Proposer>(exact),
-        std::shared_ptr<Proposer>(std::make_shared<RandomProposer>())}) {
-    EngineOptions options;
-    options.speculative = Speculate(proposer, 4);
-    std::vector<std::shared_ptr<TokenSetConstraint>> constraints;
-    EngineStats stats;
-    const std::vector<Output> out = Run(backend.get(), options, requests(&constraints), &stats);
-    for (size_t i = 0; i < out.size(); ++i) {
-      EXPECT_EQ(out[i].tokens, expected[i].tokens) << "request " << i;
-      EXPECT_EQ(constraints[i]->accepted, 16) << "request " << i;  // the kept tokens only
+  for (const bool slow_masks : {false, true}) {
+    for (const std::shared_ptr<Proposer>& proposer :
+         {std::shared_ptr<Proposer>(exact),
+          std::shared_ptr<Proposer>(std::make_shared<RandomProposer>())}) {
+      EngineOptions options;
+      options.speculative = Speculate(proposer, 4);
+      std::vector<std::shared_ptr<TokenSetConstraint>> constraints;
+      std::vector<Request> constrained = requests(&constraints);
+      for (const auto& c : constraints) c->slow_masks = slow_masks;
+      EngineStats stats;
+      const std::vector<Output> out = Run(backend.get(), options, constrained, &stats);
+      for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_EQ(out[i].tokens, expected[i].tokens) << "request " << i << " slow " << slow_masks;
+        EXPECT_EQ(constraints[i]->accepted, 16) << "request " << i;  // the kept tokens only
+      }
+      EXPECT_GT(stats.speculative_proposed_tokens_total, 0);
+      EXPECT_EQ(stats.constraint_masks_off_thread_total > 0, slow_masks);
     }
-    EXPECT_GT(stats.speculative_proposed_tokens_total, 0);
   }
 }
 

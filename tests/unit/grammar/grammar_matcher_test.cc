@@ -200,6 +200,39 @@ TEST(GrammarMatcher, SharedCacheGivesTheSameMasksToTwoMatchers) {
   EXPECT_GT(stats.position_entries, 0);
 }
 
+TEST(GrammarMatcher, NextMaskIsCachedOnlyOnceItsPositionsWereComputed) {
+  auto grammar = ParseGbnf(kGrammars[0]);
+  ASSERT_TRUE(grammar.ok());
+  auto vocab = MixedVocabulary();
+  auto compiled = CompiledGrammar::Compile(*grammar, vocab);
+  ASSERT_TRUE(compiled.ok());
+  std::vector<uint32_t> mask(vocab->bitmask_words());
+  GrammarMatcher first(*compiled);
+  EXPECT_FALSE(first.NextMaskIsCached());  // a fresh grammar: nothing computed yet
+  const CompiledGrammar::CacheStats before = (*compiled)->cache_stats();
+  EXPECT_FALSE(first.NextMaskIsCached());  // asking computes nothing and counts nothing
+  const CompiledGrammar::CacheStats after = (*compiled)->cache_stats();
+  EXPECT_EQ(after.position_entries, before.position_entries);
+  EXPECT_EQ(after.mask_hits + after.mask_misses, before.mask_hits + before.mask_misses);
+  first.FillNextTokenBitmask(mask);
+  EXPECT_TRUE(first.NextMaskIsCached());
+  ASSERT_TRUE(first.AcceptBytes("{\""));
+  EXPECT_FALSE(first.NextMaskIsCached());  // inside a string key: a new position
+  first.FillNextTokenBitmask(mask);
+  EXPECT_TRUE(first.NextMaskIsCached());
+  // Another request on the same grammar finds both positions computed.
+  GrammarMatcher second(*compiled);
+  EXPECT_TRUE(second.NextMaskIsCached());
+  ASSERT_TRUE(second.AcceptBytes("{\""));
+  EXPECT_TRUE(second.NextMaskIsCached());
+  // Terminated or dead: nothing to compute.
+  GrammarMatcher done(*compiled);
+  ASSERT_TRUE(done.AcceptBytes("1"));
+  ASSERT_TRUE(done.AcceptToken(0));  // the end token
+  ASSERT_TRUE(done.IsTerminated());
+  EXPECT_TRUE(done.NextMaskIsCached());
+}
+
 TEST(GrammarMatcher, CompileRejectsLeftRecursionAndNullVocabulary) {
   Grammar g;
   g.root = g.AddRule("root");

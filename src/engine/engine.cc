@@ -317,6 +317,10 @@ Status Engine::Step(bool* did_work) {
     scheduler_.SetTokenBudget(
         adaptive_.Observe(seconds, had_decodes, waiting, adaptive_.Floor(ss.num_running, waiting)));
   }
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.busy_seconds_total += std::chrono::duration<double>(Clock::now() - scheduled_at).count();
+  }
   PublishStats(&out);
   return OkStatus();
 }

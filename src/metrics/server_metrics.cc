@@ -75,6 +75,9 @@ ServerMetrics::ServerMetrics(const BuildInfo& build, std::chrono::seconds summar
   prefix_queries_ =
       counter("strata_prefix_cache_queries_total", "Prompt KV blocks looked up in the cache");
   prefix_hits_ = counter("strata_prefix_cache_hits_total", "Prompt KV blocks found in the cache");
+  engine_busy_ = counter("strata_engine_busy_seconds_total",
+                         "Seconds the engine spent in steps that ran a batch (its utilisation: "
+                         "the rate of this counter)");
   requests_ = &prometheus::BuildCounter()
                    .Name("strata_requests_total")
                    .Help("Requests ended, by finish reason")
@@ -314,6 +317,9 @@ void ServerMetrics::ObserveStep(const StepRecord& step) {
   grow(preemptions_, step.preemptions_total, last_step_.preemptions_total);
   grow(prefix_queries_, step.prefix_queries_total, last_step_.prefix_queries_total);
   grow(prefix_hits_, step.prefix_hits_total, last_step_.prefix_hits_total);
+  if (step.busy_seconds_total > last_step_.busy_seconds_total) {
+    engine_busy_->Increment(step.busy_seconds_total - last_step_.busy_seconds_total);
+  }
   if (!step.proposer.empty()) ObserveSpeculationLocked(step);
   last_step_ = step;
   // Lets the tokens-per-second gauge fall back to 0 once generation stops.

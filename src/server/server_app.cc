@@ -148,6 +148,7 @@ metrics::StepRecord ToStepRecord(const engine::EngineStats& s, const std::string
   r.preemptions_total = s.preemptions_total;
   r.prefix_queries_total = s.kv.prefix_queries;
   r.prefix_hits_total = s.kv.prefix_hits;
+  r.busy_seconds_total = s.busy_seconds_total;
   r.proposer = proposer;
   r.speculative_verifications_total = s.speculative_verifications_total;
   r.speculative_proposed_total = s.speculative_proposed_tokens_total;

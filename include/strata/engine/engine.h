@@ -117,6 +117,8 @@ struct EngineStats {
   int64_t cancelled_total = 0;
   int64_t failed_total = 0;
   int64_t generated_tokens_total = 0;
+  // Seconds spent in steps that ran a batch (the engine's utilisation is this over time).
+  double busy_seconds_total = 0;
   // Masks the helper computed (mask_helper.h), and requests sitting out for one now.
   int64_t constraint_masks_off_thread_total = 0;
   int64_t constraint_masks_pending = 0;

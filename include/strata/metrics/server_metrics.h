@@ -61,6 +61,7 @@ struct StepRecord {
   int64_t preemptions_total = 0;
   int64_t prefix_queries_total = 0;  // prompt blocks looked up
   int64_t prefix_hits_total = 0;     // of which found
+  double busy_seconds_total = 0;     // in steps that ran a batch
   // Speculative decoding ("" proposer: off): drafts verified, their tokens, the tokens
   // accepted, and verifications by accepted draft tokens (index = count).
   std::string proposer;
@@ -167,6 +168,7 @@ class ServerMetrics {
   prometheus::Counter* preemptions_ = nullptr;
   prometheus::Counter* prefix_queries_ = nullptr;
   prometheus::Counter* prefix_hits_ = nullptr;
+  prometheus::Counter* engine_busy_ = nullptr;
   prometheus::Family<prometheus::Counter>* requests_ = nullptr;        // {finish_reason}
   prometheus::Family<prometheus::Counter>* errors_ = nullptr;          // {code}
   prometheus::Family<prometheus::Counter>* cache_requests_ = nullptr;  // {cache, tier, result}

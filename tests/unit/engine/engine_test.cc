@@ -110,6 +110,30 @@ class EngineTest : public ::testing::Test {
 std::vector<uint8_t>* EngineTest::bytes_ = nullptr;
 model::GgufFile* EngineTest::file_ = nullptr;
 
+TEST_F(EngineTest, BusySecondsGrowWithStepsThatRunABatchOnly) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  EXPECT_EQ(engine->Stats().busy_seconds_total, 0.0);
+  Request r;
+  r.prompt = Prompt(0, 9);
+  r.params = Greedy(8);
+  auto stream = engine->Submit(r);
+  ASSERT_TRUE(stream.ok());
+  const auto start = std::chrono::steady_clock::now();
+  Drain(*engine, {*stream});
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double busy = engine->Stats().busy_seconds_total;
+  EXPECT_GT(busy, 0.0);
+  EXPECT_LE(busy, elapsed);
+  for (int i = 0; i < 5; ++i) {
+    bool did_work = true;
+    ASSERT_TRUE(engine->Step(&did_work).ok());
+    EXPECT_FALSE(did_work);
+  }
+  EXPECT_EQ(engine->Stats().busy_seconds_total, busy);  // idle steps count nothing
+}
+
 TEST_F(EngineTest, OneRequestGivesTheGeneratorsTokensAndText) {
   auto backend = MakeBackend(int64_t{1} << 20);
   auto engine = MakeEngine(backend.get(), {});

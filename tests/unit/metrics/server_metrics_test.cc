@@ -104,14 +104,17 @@ TEST(ServerMetrics, StepTotalsBecomeCounterIncrementsAndGaugesFollowTheLastStep)
   s.preemptions_total = 2;
   s.prefix_queries_total = 10;
   s.prefix_hits_total = 4;
+  s.busy_seconds_total = 0.5;
   m.ObserveStep(s);
   s.running = 1;
   s.batch_sequences = 1;
   s.batch_tokens = 1;
   s.preemptions_total = 3;
   s.prefix_queries_total = 16;
+  s.busy_seconds_total = 1.25;
   m.ObserveStep(s);
   const std::string text = m.Serialize();
+  EXPECT_EQ(Sample(text, "strata_engine_busy_seconds_total"), 1.25);
   EXPECT_EQ(Sample(text, "strata_preemptions_total"), 3);
   EXPECT_EQ(Sample(text, "strata_prefix_cache_queries_total"), 16);
   EXPECT_EQ(Sample(text, "strata_prefix_cache_hits_total"), 4);

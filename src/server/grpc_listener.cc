@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ namespace strata::server {
 namespace {
 
 constexpr int kListenBacklog = 4096;  // the kernel caps it at net.core.somaxconn
-constexpr int kPollMs = 100;          // how soon Stop() is noticed
+constexpr int kPollMs = 100;          // the loop's tick while no connection comes (pruning)
 constexpr auto kPruneEvery = std::chrono::seconds(1);
 // After accept() fails for want of descriptors or memory: the connection stays in the backlog
 // and poll() would report it again at once.
@@ -115,11 +116,17 @@ StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Bind(const std::string& ho
     return UnavailableError("cannot listen for gRPC on " + host + ":" + std::to_string(port) +
                             " (" + (first_error.empty() ? "no address" : first_error) + ")");
   }
-  return std::unique_ptr<GrpcListener>(new GrpcListener(std::move(fds), bound_port));
+  const int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) {
+    const std::string error = std::strerror(errno);
+    for (int fd : fds) close(fd);
+    return UnavailableError("cannot create the gRPC listener's eventfd: " + error);
+  }
+  return std::unique_ptr<GrpcListener>(new GrpcListener(std::move(fds), bound_port, wake_fd));
 }
 
-GrpcListener::GrpcListener(std::vector<int> fds, int port)
-    : listen_fds_(std::move(fds)), port_(port) {}
+GrpcListener::GrpcListener(std::vector<int> fds, int port, int wake_fd)
+    : listen_fds_(std::move(fds)), port_(port), wake_fd_(wake_fd) {}
 
 GrpcListener::~GrpcListener() { Stop(); }
 
@@ -133,10 +140,16 @@ void GrpcListener::Start(grpc::experimental::ExternalConnectionAcceptor* accepto
 
 void GrpcListener::Stop() {
   stopping_.store(true);
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
   if (gate_ != nullptr) gate_->Shut();
   if (thread_.joinable()) thread_.join();
   for (int fd : listen_fds_) close(fd);
   listen_fds_.clear();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
 }
 
 void GrpcListener::Prune() {
@@ -157,13 +170,17 @@ void GrpcListener::Prune() {
 void GrpcListener::AcceptLoop() {
   std::vector<pollfd> polled;
   for (int fd : listen_fds_) polled.push_back({fd, POLLIN, 0});
+  const size_t listeners = polled.size();
+  polled.push_back({wake_fd_, POLLIN, 0});
   std::chrono::steady_clock::time_point logged_at{};
   while (!stopping_.load()) {
     if (std::chrono::steady_clock::now() - pruned_at_ >= kPruneEvery) Prune();
     for (pollfd& p : polled) p.revents = 0;
     const int ready = poll(polled.data(), polled.size(), kPollMs);
     if (ready <= 0) continue;
-    for (const pollfd& p : polled) {
+    if (polled.back().revents != 0) break;  // Stop()
+    for (size_t i = 0; i < listeners; ++i) {
+      const pollfd& p = polled[i];
       if ((p.revents & POLLIN) == 0 || stopping_.load()) continue;
       // A place first: while the port is full the connection waits in the backlog.
       gate_->Acquire([this] { Prune(); });

@@ -496,6 +496,12 @@ int RunServer(const ServerConfig& config) {
     return 1;
   }
   grpc_listener->Start(grpc_acceptor.get(), &grpc_connections);
+  // On every way out from here the listener stops before the server is destroyed (declared
+  // after it, so destroyed first): no connection is handed to a server going away.
+  struct ListenerStop {
+    GrpcListener* listener;
+    ~ListenerStop() { listener->Stop(); }
+  } listener_stop{grpc_listener.get()};
   SetHealth(server.get(), false, embedder != nullptr);
 
   // The OpenAI-compatible API, over the same ServingState: /health answers 503 while loading.

@@ -43,8 +43,9 @@ class GrpcListener {
   // Starts accepting: each connection takes a place in `gate`, then goes to `acceptor` (whose
   // server has started). Both outlive Stop().
   void Start(grpc::experimental::ExternalConnectionAcceptor* acceptor, ConnectionGate* gate);
-  // Stops accepting and closes the listening sockets (new connections are refused); the
-  // connections handed over stay gRPC's. Idempotent.
+  // Stops accepting and closes the listening sockets (new connections are refused), at once:
+  // a drain calls it just before gRPC's own shutdown sends GOAWAY. The connections handed over
+  // stay gRPC's. Idempotent.
   void Stop();
 
  private:
@@ -53,13 +54,14 @@ class GrpcListener {
     ino_t inode;
   };
 
-  GrpcListener(std::vector<int> fds, int port);
+  GrpcListener(std::vector<int> fds, int port, int wake_fd);
   void AcceptLoop();
   // Gives back the places of handed-over connections gRPC has closed.
   void Prune();
 
   std::vector<int> listen_fds_;
   const int port_;
+  int wake_fd_;  // an eventfd: Stop() wakes the accept loop's poll at once
   grpc::experimental::ExternalConnectionAcceptor* acceptor_ = nullptr;
   ConnectionGate* gate_ = nullptr;
   std::atomic<bool> stopping_{false};

@@ -190,12 +190,13 @@ void GrpcListener::AcceptLoop() {
       }
       const int fd = accept4(p.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
+        const int error = errno;  // before Release, whose hooks may change it
         gate_->Release();
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
           const auto now = std::chrono::steady_clock::now();
           if (now - logged_at >= kResourceLogEvery) {
             logged_at = now;
-            LogWarn("gRPC cannot accept a connection", {{"error", std::strerror(errno)}});
+            LogWarn("gRPC cannot accept a connection", {{"error", std::strerror(error)}});
           }
           std::this_thread::sleep_for(kResourceBackoff);
         }

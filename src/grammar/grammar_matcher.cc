@@ -112,6 +112,9 @@ bool GrammarMatcher::NextMaskIsCached() {
 }
 
 bool GrammarMatcher::BuildMaskKey() {
+  if (key_set_ == set_) return key_cacheable_;
+  key_set_ = set_;
+  key_cacheable_ = false;
   // Canonical key of the stack set: each stack's states top to bottom, sorted, plus the flag.
   stack_keys_.clear();
   size_t key_bytes = 0;
@@ -129,6 +132,7 @@ bool GrammarMatcher::BuildMaskKey() {
     key_ += k;
   }
   key_.push_back(machine_->SetPopped(set_) ? 'p' : 'n');
+  key_cacheable_ = true;
   return true;
 }
 

@@ -76,6 +76,8 @@ class GrammarMatcher {
 
  private:
   // key_ := the canonical key of the current stack set; false when it is too long to cache.
+  // Built once per stack set: sets are interned, so the key of set_ stays valid until set_
+  // changes.
   bool BuildMaskKey();
   // frames_ := the top states of stack `node`, top first (a position-cache key).
   void TopFrames(int32_t node);
@@ -97,6 +99,8 @@ class GrammarMatcher {
   std::vector<int32_t> depth_sets_;
   std::vector<int32_t> frames_;
   std::string key_;
+  int32_t key_set_ = -1;  // the set key_ was built for (-1: none)
+  bool key_cacheable_ = false;
   std::vector<std::string> stack_keys_;
 };
 

@@ -723,6 +723,19 @@ class SlowConstraint : public ScriptedConstraint {
   std::thread::id filled_on;
 };
 
+// A greedy request for 4 tokens, each 20 or 21, whose masks wait in `*slow` until its hold is
+// lifted.
+Request HeldConstrainedRequest(std::shared_ptr<SlowConstraint>* slow) {
+  *slow = std::make_shared<SlowConstraint>(
+      std::vector<std::vector<int32_t>>(4, std::vector<int32_t>{20, 21}));
+  (*slow)->hold = true;
+  Request r;
+  r.prompt = Prompt(0, 6);
+  r.params = Greedy(4);
+  r.constraint = *slow;
+  return r;
+}
+
 TEST_F(EngineTest, SlowMasksComeFromTheHelperWithTheSameTokensAsInline) {
   const std::vector<int32_t> allowed = {20, 21, 22, 23, 40, 41, 42, 7, 9};
   const auto run = [&](int helper_threads, std::vector<std::shared_ptr<SlowConstraint>>* cs) {
@@ -764,13 +777,8 @@ TEST_F(EngineTest, SlowMasksComeFromTheHelperWithTheSameTokensAsInline) {
 TEST_F(EngineTest, ARequestWaitingForItsMaskDoesNotHoldTheOthersUp) {
   auto backend = MakeBackend(int64_t{1} << 20);
   auto engine = MakeEngine(backend.get(), {});
-  auto slow = std::make_shared<SlowConstraint>(
-      std::vector<std::vector<int32_t>>(4, std::vector<int32_t>{20, 21}));
-  slow->hold = true;
-  Request constrained;
-  constrained.prompt = Prompt(0, 6);
-  constrained.params = Greedy(4);
-  constrained.constraint = slow;
+  std::shared_ptr<SlowConstraint> slow;
+  const Request constrained = HeldConstrainedRequest(&slow);
   Request free;
   free.prompt = Prompt(1, 6);
   free.params = Greedy(10);
@@ -801,14 +809,8 @@ TEST_F(EngineTest, ARequestWaitingForItsMaskDoesNotHoldTheOthersUp) {
 TEST_F(EngineTest, CancellingARequestWaitingForItsMaskEndsIt) {
   auto backend = MakeBackend(int64_t{1} << 20);
   auto engine = MakeEngine(backend.get(), {});
-  auto slow = std::make_shared<SlowConstraint>(
-      std::vector<std::vector<int32_t>>(4, std::vector<int32_t>{20, 21}));
-  slow->hold = true;
-  Request r;
-  r.prompt = Prompt(0, 6);
-  r.params = Greedy(4);
-  r.constraint = slow;
-  auto stream = engine->Submit(r);
+  std::shared_ptr<SlowConstraint> slow;
+  auto stream = engine->Submit(HeldConstrainedRequest(&slow));
   ASSERT_TRUE(stream.ok());
   bool did_work = false;
   ASSERT_TRUE(engine->Step(&did_work).ok());

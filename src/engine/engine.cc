@@ -68,11 +68,14 @@ struct Engine::Live {
   // Drafts allowed: the request allows them and is not background work.
   bool speculative;
   std::shared_ptr<TokenConstraint> constraint;  // null: any token
-  // The mask helper is computing its next mask (the request is not sampled), or has: `ready_mask`
-  // is the mask for its next sampling.
+  // The mask helper is computing its next mask, or has: `ready_mask` is the mask for its next
+  // sampling. A row that samples while the mask is pending keeps its logits in
+  // `deferred_logits` (`deferred`) and is sampled when the mask is ready.
   bool mask_pending = false;
   bool has_ready_mask = false;
   std::vector<uint32_t> ready_mask;
+  bool deferred = false;
+  std::vector<float> deferred_logits;
   SequenceAcceptance acceptance;  // its drafts' record, for SpeculationPolicy
   bool record_stages;             // keep its prefill chunks' times
   std::vector<PrefillChunkTime> prefill_chunks;
@@ -452,8 +455,9 @@ Status Engine::RunBatch(const SchedulerOutput& out) {
       continue;
     }
     Live& live = *live_.at(s.seq->id);
-    if (!live.constraint) {
-      row_samplers_.push_back(&live.sampler);
+    if (!live.constraint || live.mask_pending) {
+      // A row whose mask the helper is still computing comes back as logits (Postprocess).
+      row_samplers_.push_back(live.mask_pending ? nullptr : &live.sampler);
       row_masks_.emplace_back();
       continue;
     }
@@ -542,7 +546,6 @@ void Engine::PrepareMasks() {
     }
     live->mask_pending = true;
     ++masks_pending_;
-    scheduler_.SetPaused(id, true);
   }
 }
 
@@ -556,12 +559,28 @@ void Engine::TakeReadyMasks() {
     --masks_pending_;
     live.has_ready_mask = true;
     live.ready_mask = std::move(mask);
-    scheduler_.SetPaused(id, false);
+    if (live.deferred) SampleDeferred(id, &live);
   }
   if (!ready_masks_.empty()) {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.constraint_masks_off_thread_total += static_cast<int64_t>(ready_masks_.size());
   }
+}
+
+void Engine::SampleDeferred(RequestId id, Live* live) {
+  live->deferred = false;
+  std::vector<float> logits = std::move(live->deferred_logits);
+  live->deferred_logits = {};
+  FillMask(live, &allowed_);
+  int32_t token = -1;
+  if (sampling::AnyTokenAllowed(allowed_)) {
+    sampling::ApplyTokenMask(allowed_, logits);
+    token = live->sampler.Sample(logits);
+  }
+  const int64_t generated = KeepSampled(id, live, token);  // may end the request
+  scheduler_.SetPaused(id, false);                         // false when it ended
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.generated_tokens_total += generated;
 }
 
 int32_t Engine::SampleConstrained(Live* live, std::span<float> logits) {
@@ -579,8 +598,8 @@ void Engine::Postprocess(const SchedulerOutput& out) {
     if (!s.samples) continue;
     const RequestId id = s.seq->id;
     Live& live = *live_.at(id);
-    OutputProcessor::Output o;
     if (s.num_draft > 0) {
+      OutputProcessor::Output o;
       const bool verified = VerifyDraft(s, row, &live, &o);
       row += static_cast<size_t>(1 + s.num_draft);
       if (!verified) {
@@ -592,43 +611,59 @@ void Engine::Postprocess(const SchedulerOutput& out) {
         scheduler_.ResolveDraft(id, static_cast<int64_t>(o.token_ids.size()) - 1);
         scheduler_.AppendToken(id, o.token_ids.back());
       }
+      generated += Deliver(id, &live, std::move(o));
+    } else if (live.mask_pending) {
+      // Its mask is not ready: the row's logits wait for it (TakeReadyMasks), the sequence
+      // sits out the steps until then.
+      const std::span<const float> logits = runner_.row(row++);
+      live.deferred_logits.assign(logits.begin(), logits.end());
+      live.deferred = true;
+      scheduler_.SetPaused(id, true);
     } else {
       // A constrained row was sampled under its mask (-1: the mask allowed nothing).
-      const int32_t token = sampled_[row];
-      ++row;
-      if (live.constraint && (token < 0 || !live.constraint->Accept(token))) {
-        FailConstrained(id);
-        continue;
-      }
-      std::span<const sampling::SampleLogprobs> logprobs;
-      if (live.wants_logprobs) logprobs = {&live.sampler.last_logprobs(), 1};
-      o = Timed(&live.detokenize_seconds, [&] {
-        return live.output.Append(std::span<const int32_t>(&token, 1), logprobs, &live.sampler);
-      });
-      scheduler_.AppendTokens(id, o.token_ids);
-    }
-    generated += static_cast<int64_t>(o.token_ids.size());
-    live.usage.completion_tokens += static_cast<int64_t>(o.token_ids.size());
-    StreamChunk chunk;
-    chunk.token_ids = std::move(o.token_ids);
-    chunk.logprobs = std::move(o.logprobs);
-    chunk.text = std::move(o.text);
-    chunk.finish_reason = o.finish_reason;
-    chunk.time = Clock::now();
-    if (live.first_token == Clock::time_point()) live.first_token = chunk.time;
-    const bool finished = chunk.finish_reason.has_value();
-    if (finished) FillUsage(live, &chunk);
-    live.stream->Push(std::move(chunk));
-    if (finished) {
-      scheduler_.Finish(id);
-      ForgetDrafts(id);
-      live_.erase(id);
-      std::lock_guard<std::mutex> lock(stats_mutex_);
-      ++stats_.finished_total;
+      generated += KeepSampled(id, &live, sampled_[row++]);
     }
   }
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.generated_tokens_total += generated;
+}
+
+int64_t Engine::KeepSampled(RequestId id, Live* live, int32_t token) {
+  if (live->constraint && (token < 0 || !live->constraint->Accept(token))) {
+    FailConstrained(id);
+    return 0;
+  }
+  std::span<const sampling::SampleLogprobs> logprobs;
+  if (live->wants_logprobs) logprobs = {&live->sampler.last_logprobs(), 1};
+  OutputProcessor::Output o = Timed(&live->detokenize_seconds, [&] {
+    return live->output.Append(std::span<const int32_t>(&token, 1), logprobs, &live->sampler);
+  });
+  scheduler_.AppendTokens(id, o.token_ids);
+  return Deliver(id, live, std::move(o));
+}
+
+int64_t Engine::Deliver(RequestId id, Live* live_request, OutputProcessor::Output o) {
+  Live& live = *live_request;
+  const auto generated = static_cast<int64_t>(o.token_ids.size());
+  live.usage.completion_tokens += generated;
+  StreamChunk chunk;
+  chunk.token_ids = std::move(o.token_ids);
+  chunk.logprobs = std::move(o.logprobs);
+  chunk.text = std::move(o.text);
+  chunk.finish_reason = o.finish_reason;
+  chunk.time = Clock::now();
+  if (live.first_token == Clock::time_point()) live.first_token = chunk.time;
+  const bool finished = chunk.finish_reason.has_value();
+  if (finished) FillUsage(live, &chunk);
+  live.stream->Push(std::move(chunk));
+  if (finished) {
+    scheduler_.Finish(id);
+    ForgetDrafts(id);
+    live_.erase(id);
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    ++stats_.finished_total;
+  }
+  return generated;
 }
 
 void Engine::EndRequest(RequestId id, sampling::FinishReason reason, Status error) {

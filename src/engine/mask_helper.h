@@ -3,9 +3,9 @@
 // A grammar position a request reaches for the first time costs milliseconds to hundreds of
 // them to turn into a mask (every vocabulary token walked); on the engine thread that time is
 // added to the step of every request in the batch. The engine hands such a mask to the helper
-// instead and does not sample the request until the mask is ready (Scheduler::SetPaused: its
-// prompt still runs); the helper's workers run at a lower CPU priority than the engine's
-// threads.
+// instead and lets the request's step run; the row's logits wait for the mask (the request sits
+// out the steps until it is ready: Scheduler::SetPaused), so a mask ready by the next step costs
+// it no step. The helper's workers run at a lower CPU priority than the engine's threads.
 //
 // Thread rules: Start, TakeReady and Drop on the engine thread; `on_ready` runs on a worker.
 // While a request's job is pending, only the worker touches its constraint.

@@ -97,8 +97,12 @@ SchedulerOutput Scheduler::Schedule() {
   for (Sequence* seq : running_snapshot_) {
     if (seq->status != SequenceStatus::kRunning) continue;  // preempted earlier in this step
     if (seq->paused && seq->num_draft_tokens > 0) TrimDraft(seq, 0);  // no guess to verify
-    // After a sampling step the engine must append the token (or finish the sequence).
-    STRATA_CHECK(seq->num_uncomputed() > 0);
+    // After a sampling step the engine must append the token (or finish the sequence), or
+    // pause it while it samples later.
+    if (seq->num_uncomputed() == 0) {
+      STRATA_CHECK(seq->paused);
+      continue;
+    }
     int64_t num_new = Chunk(*seq, seq->num_uncomputed(), budget_left, background_left);
     if (seq->num_draft_tokens > 0 && num_new < seq->num_uncomputed()) {
       // A draft runs whole with the token before it or shrinks to what the step allows.
@@ -257,8 +261,10 @@ void Scheduler::ResolveDraft(kv::SequenceId id, int64_t num_accepted) {
 
 void Scheduler::AppendTokens(kv::SequenceId id, std::span<const int32_t> tokens) {
   Sequence* seq = Held(id);
-  STRATA_CHECK(seq->status == SequenceStatus::kRunning);
-  STRATA_CHECK(seq->num_uncomputed() == 0);  // only after a sampling chunk's OnStepDone
+  // Only after a sampling chunk's OnStepDone, or later while paused (preempted meanwhile, it
+  // recomputes its tokens with the new ones).
+  STRATA_CHECK(seq->paused ||
+               (seq->status == SequenceStatus::kRunning && seq->num_uncomputed() == 0));
   STRATA_CHECK(seq->num_draft_tokens == 0);  // a draft is resolved first
   STRATA_CHECK(!tokens.empty());
   STRATA_CHECK(static_cast<int64_t>(tokens.size()) <= seq->max_tokens - seq->num_generated());
@@ -280,10 +286,14 @@ std::unique_ptr<Sequence> Scheduler::Finish(kv::SequenceId id) {
   const auto it = sequences_.find(id);
   STRATA_CHECK(it != sequences_.end());
   std::unique_ptr<Sequence> seq = std::move(it->second);
-  STRATA_CHECK(seq->status == SequenceStatus::kRunning);
+  STRATA_CHECK(seq->status == SequenceStatus::kRunning || seq->paused);
   sequences_.erase(it);
-  running_.erase(seq.get());
-  kv_->FreeSequence(id);
+  if (seq->status == SequenceStatus::kRunning) {
+    running_.erase(seq.get());
+    kv_->FreeSequence(id);
+  } else {
+    waiting_.erase(seq.get());  // waiting sequences hold no blocks
+  }
   seq->status = SequenceStatus::kFinished;
   if (!seq->background) --num_foreground_;
   return seq;

@@ -93,8 +93,8 @@ struct EngineOptions {
   double background_max_slowdown = 0.1;
   // Structured output: a constrained request whose next mask is not in its grammar's caches
   // (a position seen for the first time) gets it from this many helper threads at this nice
-  // value, and is not sampled until it is ready (its prompt still runs), so that the other
-  // requests' steps do not wait for it (mask_helper.h). 0 threads: on the engine thread.
+  // value while its step runs; the row's logits wait for the mask, so that the other requests'
+  // steps do not (mask_helper.h). 0 threads: on the engine thread.
   int constraint_mask_threads = 1;
   int constraint_mask_nice = 5;
   // Called on the engine thread after every Step with a fresh snapshot, and whether the step
@@ -179,16 +179,27 @@ class Engine final : public RequestSubmitter {
   void TakeCancellations();
   void TakeSubmissions();
   void ProposeDrafts();
-  // Constrained requests whose next mask is slow to compute go to the mask helper and are not
-  // sampled until it is ready; masks the helper finished are kept for their next sampling.
+  // Constrained requests whose next mask is slow to compute go to the mask helper; their steps
+  // go on, and a row that samples before the mask is ready keeps its logits and waits for it
+  // (the request sits out the steps until then). Masks the helper finished are kept for their
+  // next sampling, or sample the waiting logits at once.
   void PrepareMasks();
   void TakeReadyMasks();
+  // Samples request `id`'s waiting logits under its ready mask and keeps the token.
+  void SampleDeferred(RequestId id, Live* live);
   // A constrained request's next mask into `mask` (zeroed, sized): the helper's, when it has
   // one ready, or computed now.
   void FillMask(Live* live, std::vector<uint32_t>* mask);
   void ForgetDrafts(RequestId id);  // the proposer's state for an ended request
   Status RunBatch(const SchedulerOutput& out);
   void Postprocess(const SchedulerOutput& out);
+  // Keeps `token` sampled for request `id` (-1: its mask allowed nothing): accepted by its
+  // constraint, detokenized, appended and delivered, or the request fails. Returns the tokens
+  // delivered. `live` may be gone after.
+  int64_t KeepSampled(RequestId id, Live* live, int32_t token);
+  // Streams `o` to request `id` and ends it when `o` finishes it. Returns o's token count.
+  // `live` may be gone after.
+  int64_t Deliver(RequestId id, Live* live, OutputProcessor::Output o);
   // Samples a drafted chunk's rows from `row` on and keeps tokens while they match the draft
   // (masked by the request's constraint, if any). False when the constraint allowed no token:
   // the caller fails the request.

@@ -145,6 +145,8 @@ class Scheduler {
 
   // The same for several tokens at once (a verified speculative run): all but the last are
   // computed by the next step that schedules the sequence, in one chunk if the budget allows.
+  // A paused sequence may also take its tokens later (the engine sampled its chunk after the
+  // step, see SetPaused), even after a preemption sent it back to waiting.
   void AppendTokens(kv::SequenceId id, std::span<const int32_t> tokens);
 
   // Appends a speculative draft to running sequence `id`, which must be about to decode (one
@@ -168,7 +170,8 @@ class Scheduler {
   [[nodiscard]] bool Rollback(kv::SequenceId id, int64_t num_tokens);
 
   // Ends running sequence `id` (stop token, stop string, max_tokens), frees its blocks and
-  // hands it back with status kFinished (for usage: tokens, cached tokens, preemptions).
+  // hands it back with status kFinished (for usage: tokens, cached tokens, preemptions). A
+  // paused sequence may also be waiting (preempted while its token was being sampled).
   std::unique_ptr<Sequence> Finish(kv::SequenceId id);
 
   // Drops sequence `id`, waiting or running, and frees its blocks. False when the scheduler does
@@ -179,7 +182,9 @@ class Scheduler {
   // paused sequence still computes its prompt (or recomputes it after a preemption) up to the
   // token that samples, then sits out, keeping its place and KV blocks (it can still be
   // preempted); its draft, if any, is dropped; those behind it in the waiting order are
-  // admitted past it. False when the scheduler does not hold it.
+  // admitted past it. A sequence paused after its sampling chunk ran (every token computed)
+  // sits out until the engine appends its token, which it may do before taking it back.
+  // False when the scheduler does not hold it.
   bool SetPaused(kv::SequenceId id, bool paused);
 
   // Per-step token budget from now on (>= 1), e.g. from AdaptiveBudget.

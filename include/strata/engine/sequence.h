@@ -69,7 +69,7 @@ struct Sequence {
   SequenceStatus status = SequenceStatus::kWaiting;
   int32_t num_preemptions = 0;
   // Not sampled (only prompt chunks that stop short of sampling run) while the engine prepares
-  // what it needs to sample it (Scheduler::SetPaused).
+  // what it needs to sample it, or while it samples a chunk that ran (Scheduler::SetPaused).
   bool paused = false;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }

@@ -717,9 +717,11 @@ class SlowConstraint : public ScriptedConstraint {
     while (hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     filled_on = std::this_thread::get_id();
     ScriptedConstraint::FillAllowed(allowed);
+    ++filled;
   }
   bool AllowedIsCheap() override { return false; }
   std::atomic<bool> hold{false};
+  std::atomic<int> filled{0};  // masks done (readable from any thread)
   std::thread::id filled_on;
 };
 
@@ -806,6 +808,61 @@ TEST_F(EngineTest, ARequestWaitingForItsMaskDoesNotHoldTheOthersUp) {
   EXPECT_EQ(rest[0].finish, FinishReason::kLength);
 }
 
+// The helper computes a mask while the step that needs it runs; the row's logits wait for it, so
+// a mask ready by the next step costs its request no step (paused before the forward, every
+// token would take two).
+TEST_F(EngineTest, AMaskComputedDuringItsStepCostsTheRequestNoStep) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  auto engine = MakeEngine(backend.get(), {});
+  const std::vector<int32_t> allowed = {20, 21, 22};
+  auto slow = std::make_shared<SlowConstraint>(std::vector<std::vector<int32_t>>(6, allowed));
+  Request constrained;
+  constrained.prompt = Prompt(0, 6);
+  constrained.params = Greedy(6);
+  constrained.constraint = slow;
+  Request free;
+  free.prompt = Prompt(1, 6);
+  free.params = Greedy(30);
+  auto a = engine->Submit(constrained);
+  auto b = engine->Submit(free);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Output constrained_out;
+  Output free_out;
+  int steps = 0;
+  while (!constrained_out.finish.has_value() && steps < 30) {
+    bool did_work = false;
+    ASSERT_TRUE(engine->Step(&did_work).ok());
+    ++steps;
+    Collect(**a, &constrained_out);
+    Collect(**b, &free_out);
+    // Give the helper the time a longer forward would have given it.
+    for (int i = 0; i < 2000 && slow->filled.load() < std::min(steps, 6); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(constrained_out.tokens.size(), 6u) << constrained_out.error.ToString();
+  for (const int32_t t : constrained_out.tokens) {
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+  }
+  // Prompt + 6 tokens: 7 steps when no mask costs a step; 12 when each does.
+  EXPECT_LE(steps, 8);
+  EXPECT_EQ(engine->Stats().constraint_masks_off_thread_total, 6);
+  std::vector<Output> rest = Drain(*engine, {*b});
+  free_out.tokens.insert(free_out.tokens.end(), rest[0].tokens.begin(), rest[0].tokens.end());
+  EXPECT_EQ(free_out.tokens, Alone(free.prompt, free.params));
+  // The same tokens as with every mask computed inline.
+  engine.reset();
+  EngineOptions inline_options;
+  inline_options.constraint_mask_threads = 0;
+  auto inline_engine = MakeEngine(backend.get(), inline_options);
+  constrained.constraint =
+      std::make_shared<SlowConstraint>(std::vector<std::vector<int32_t>>(6, allowed));
+  auto c = inline_engine->Submit(constrained);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(Drain(*inline_engine, {*c})[0].tokens, constrained_out.tokens);
+}
+
 TEST_F(EngineTest, CancellingARequestWaitingForItsMaskEndsIt) {
   auto backend = MakeBackend(int64_t{1} << 20);
   auto engine = MakeEngine(backend.get(), {});
@@ -831,10 +888,52 @@ TEST_F(EngineTest, CancellingARequestWaitingForItsMaskEndsIt) {
   engine.reset();
 }
 
+// A row's logits wait for its mask; meanwhile a request served first needs its KV blocks. The
+// waiting request is preempted, takes its token when the mask comes, recomputes, and ends with
+// the tokens it gets with room to spare.
+TEST_F(EngineTest, ARequestWhoseLogitsWaitForItsMaskCanBePreempted) {
+  const auto run = [&](int32_t kv_blocks, bool hold) {
+    auto backend = MakeBackend(kv_blocks * 4 * 256);
+    EngineOptions options;
+    options.enable_prefix_caching = false;
+    options.scheduler.watermark = 0;
+    auto engine = MakeEngine(backend.get(), options);
+    std::shared_ptr<SlowConstraint> slow;
+    Request constrained = HeldConstrainedRequest(&slow);
+    slow->hold = hold;
+    Request first;
+    first.prompt = Prompt(1, 6);
+    first.params = Greedy(40);
+    first.priority = 1;
+    auto a = engine->Submit(first);
+    auto b = engine->Submit(constrained);
+    EXPECT_TRUE(a.ok() && b.ok());
+    if (!a.ok() || !b.ok()) return std::make_pair(std::vector<Output>{}, int64_t{0});
+    for (int step = 0; step < 100 && hold && engine->Stats().preemptions_total == 0; ++step) {
+      bool did_work = false;
+      EXPECT_TRUE(engine->Step(&did_work).ok());
+    }
+    slow->hold = false;
+    std::vector<Output> out = Drain(*engine, {*a, *b});
+    return std::make_pair(out, engine->Stats().preemptions_total);
+  };
+  const auto [roomy, roomy_preemptions] = run(64, /*hold=*/false);
+  const auto [tight, tight_preemptions] = run(12, /*hold=*/true);
+  EXPECT_EQ(roomy_preemptions, 0);
+  EXPECT_GT(tight_preemptions, 0);
+  ASSERT_EQ(roomy.size(), 2u);
+  ASSERT_EQ(tight.size(), 2u);
+  ASSERT_EQ(roomy[1].tokens.size(), 4u) << roomy[1].error.ToString();
+  EXPECT_EQ(tight[0].tokens, roomy[0].tokens);
+  EXPECT_EQ(tight[1].tokens, roomy[1].tokens);
+  EXPECT_EQ(tight[1].finish, FinishReason::kLength);
+}
+
 // Preemption recomputes a constrained request's KV without sampling again: its constraint sees
 // each kept token once and the tokens are those of a run without preemption.
 TEST_F(EngineTest, PreemptedConstrainedRequestsKeepTheirTokensAndConstraintState) {
-  const auto run = [&](int32_t kv_blocks, std::vector<std::shared_ptr<ScriptedConstraint>>* cs) {
+  const auto run = [&](int32_t kv_blocks, std::vector<std::shared_ptr<ScriptedConstraint>>* cs,
+                       bool slow_masks = false) {
     auto backend = MakeBackend(kv_blocks * 4 * 256);
     EngineOptions options;
     options.enable_prefix_caching = false;
@@ -846,7 +945,13 @@ TEST_F(EngineTest, PreemptedConstrainedRequestsKeepTheirTokensAndConstraintState
       r.prompt = Prompt(i, 6);
       r.params = Greedy(14);
       std::vector<std::vector<int32_t>> steps(14, std::vector<int32_t>{20, 21, 22, 23, 40, 41});
-      cs->push_back(std::make_shared<ScriptedConstraint>(steps));
+      // Slow masks come from the helper: rows that sample before theirs is ready wait with
+      // their logits, preemptible meanwhile.
+      if (slow_masks) {
+        cs->push_back(std::make_shared<SlowConstraint>(steps));
+      } else {
+        cs->push_back(std::make_shared<ScriptedConstraint>(steps));
+      }
       r.constraint = cs->back();
       auto s = engine->Submit(r);
       EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -855,15 +960,20 @@ TEST_F(EngineTest, PreemptedConstrainedRequestsKeepTheirTokensAndConstraintState
     std::vector<Output> out = Drain(*engine, streams);
     return std::make_pair(out, engine->Stats().preemptions_total);
   };
-  std::vector<std::shared_ptr<ScriptedConstraint>> roomy_constraints, tight_constraints;
+  std::vector<std::shared_ptr<ScriptedConstraint>> roomy_constraints, tight_constraints,
+      slow_constraints;
   const auto [roomy, roomy_preemptions] = run(64, &roomy_constraints);
   const auto [tight, tight_preemptions] = run(12, &tight_constraints);
+  const auto [slow, slow_preemptions] = run(12, &slow_constraints, /*slow_masks=*/true);
   EXPECT_EQ(roomy_preemptions, 0);
   EXPECT_GT(tight_preemptions, 0);
+  EXPECT_GT(slow_preemptions, 0);
   for (size_t i = 0; i < roomy.size(); ++i) {
     ASSERT_EQ(roomy[i].tokens.size(), 14u) << roomy[i].error.ToString();
     EXPECT_EQ(tight[i].tokens, roomy[i].tokens) << "request " << i;
+    EXPECT_EQ(slow[i].tokens, roomy[i].tokens) << "request " << i;
     EXPECT_EQ(tight_constraints[i]->fills, 14) << "request " << i;  // one mask per token kept
+    EXPECT_EQ(slow_constraints[i]->fills, 14) << "request " << i;
   }
 }
 

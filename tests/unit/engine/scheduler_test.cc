@@ -431,6 +431,75 @@ TEST(Scheduler, APausedSequenceWithOnlyItsSamplingTokenLeftLetsTheNextStart) {
   EXPECT_EQ(h.scheduler().num_waiting(), 1);
 }
 
+// What the engine does when a chunk's token mask is not ready at sampling: the chunk runs, the
+// sequence is paused with every token computed, and its token comes later.
+SchedulerOutput StepDeferring(Scheduler& scheduler, kv::SequenceId deferred) {
+  SchedulerOutput out = scheduler.Schedule();
+  scheduler.OnStepDone(out);
+  for (const ScheduledSequence& s : out.scheduled) {
+    if (!s.samples) continue;
+    if (s.seq->id == deferred) {
+      EXPECT_TRUE(scheduler.SetPaused(deferred, true));
+      continue;
+    }
+    scheduler.AppendToken(s.seq->id, FakeToken(s.seq->id, s.seq->num_tokens()));
+  }
+  return out;
+}
+
+TEST(Scheduler, APausedSequenceTakesItsTokenAfterItsSamplingStepEvenIfPreemptedMeanwhile) {
+  Harness h(Config(512), Cache(/*num_blocks=*/4, /*block_size=*/4));
+  h.AddOk(2, 4, 12, /*priority=*/1);  // served first, grows until it needs 1's blocks
+  h.AddOk(1, 6, 4);
+  SchedulerOutput out = StepDeferring(h.scheduler(), 1);
+  ASSERT_EQ(out.scheduled.size(), 2u);
+  EXPECT_TRUE(out.scheduled[1].samples);
+  EXPECT_EQ(h.scheduler().Find(1)->num_uncomputed(), 0);
+  // 1 sits out with its KV while its token is sampled; 2 decodes until it takes 1's blocks.
+  bool preempted = false;
+  for (int i = 0; i < 8 && !preempted; ++i) {
+    out = StepDeferring(h.scheduler(), 1);
+    ASSERT_EQ(out.scheduled.size(), 1u);
+    EXPECT_EQ(out.scheduled[0].seq->id, 2);
+    preempted = out.preempted == std::vector<kv::SequenceId>{1};
+  }
+  ASSERT_TRUE(preempted);
+  EXPECT_EQ(h.scheduler().Find(1)->status, SequenceStatus::kWaiting);
+  // The late token goes in while waiting; taken back, 1 recomputes its tokens with it.
+  const int32_t late = FakeToken(1, 6);
+  h.scheduler().AppendToken(1, late);
+  ASSERT_TRUE(h.scheduler().SetPaused(1, false));
+  h.Drain();
+  const Sequence* one = h.Finished(1);
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->tokens[6], late);
+  EXPECT_EQ(one->num_generated(), 4);
+  EXPECT_EQ(one->num_preemptions, 1);
+  ASSERT_NE(h.Finished(2), nullptr);
+  EXPECT_EQ(h.kv().num_free_blocks(), 4);
+}
+
+TEST(Scheduler, APausedSequencePreemptedWhileItsTokenIsSampledCanFinish) {
+  Harness h(Config(512), Cache(/*num_blocks=*/4, /*block_size=*/4));
+  h.AddOk(2, 4, 12, /*priority=*/1);
+  h.AddOk(1, 6, 4);
+  StepDeferring(h.scheduler(), 1);
+  while (h.scheduler().Find(1)->status == SequenceStatus::kRunning) {
+    ASSERT_FALSE(StepDeferring(h.scheduler(), 1).scheduled.empty());
+  }
+  // Its late token was its last (a stop token, say): it ends from the waiting queue.
+  h.scheduler().AppendToken(1, FakeToken(1, 6));
+  std::unique_ptr<Sequence> one = h.scheduler().Finish(1);
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->status, SequenceStatus::kFinished);
+  EXPECT_EQ(h.scheduler().num_waiting(), 0);
+  EXPECT_EQ(h.scheduler().Find(1), nullptr);
+  h.Drain();
+  ASSERT_NE(h.Finished(2), nullptr);
+  EXPECT_TRUE(h.scheduler().idle());
+  EXPECT_EQ(h.kv().num_free_blocks(), 4);
+}
+
 TEST(Scheduler, PrefixCacheHitReducesTheTokensScheduled) {
   Harness h(Config(512), Cache(/*num_blocks=*/64, /*block_size=*/16, /*prefix_caching=*/true));
   std::vector<int32_t> prompt = Prompt(1, 40);

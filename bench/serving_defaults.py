@@ -20,6 +20,7 @@ record in results.jsonl under --out.
 
   .venv/bin/python bench/serving_defaults.py                     # ~10 minutes on 2 cores
   .venv/bin/python bench/serving_defaults.py --concurrency 16 --request-rates ""
+  .venv/bin/python bench/serving_defaults.py --systems strata --strata-flags "--speculative ngram"
 """
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def report(rows: list[dict], infos: dict, args) -> tuple[str, bool]:
              f"{peer_source(args.llama_server)}; {args.threads} threads each, "
              f"{args.prompt_tokens}-token random-id prompts, {args.output_tokens} greedy output "
              f"tokens (EOS ignored), Strata over {args.strata_transport}; load average at start "
-             f"{args.load_at_start:.2f}. Strata runs with default settings; llama-server with "
+             f"{args.load_at_start:.2f}. Strata runs with default settings"
+             f"{' plus ' + args.strata_flags if args.strata_flags else ''}; llama-server with "
              f"-np N -c N x {args.prompt_tokens + args.output_tokens + 64} per concurrency N.", "",
              "| server | streams | rate (req/s) | out tok/s | TTFT p50 / p99 (ms) "
              "| ITL p50 / p99 (ms) | E2E p99 (ms) |",
@@ -135,6 +137,9 @@ def main() -> int:
     p.add_argument("--build", default="build")
     p.add_argument("--llama-server", default=".cache/peer/bin/llama-server")
     p.add_argument("--strata-transport", choices=["grpc", "http"], default="grpc")
+    p.add_argument("--strata-flags", default="",
+                   help="more strata-server flags for every Strata system, space-separated "
+                        "(to measure a setting against the defaults)")
     p.add_argument("--out", default=None, help="results folder (default: a new temp folder)")
     p.add_argument("--markdown", default=None, help="also write the report here")
     args = p.parse_args()
@@ -150,7 +155,8 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     ctx_per_seq = args.prompt_tokens + args.output_tokens + 64
-    extra = {"strata": [], "strata-q8": ["--kv-dtype", "q8_0"]}
+    more = args.strata_flags.split()
+    extra = {"strata": more, "strata-q8": [*more, "--kv-dtype", "q8_0"]}
     records, infos = [], {}
 
     def tag(record, system, c, rate):

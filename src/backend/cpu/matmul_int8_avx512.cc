@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "strata/model/fp16.h"
 #include "x86_intrinsics.h"  // <immintrin.h>
@@ -104,11 +105,8 @@ struct StageSink {
 // Half `h` of a 32-column chunk as 4 zmm: w[i] holds column dword 4h + i of all 16 rows (row r
 // in lane r). Slots 4e .. 4e + 3 load as one zmm (lane L = slot 4e + L); the 4 x 4 dword
 // transpose in each 128-bit lane puts dword i of slot 4e + L in lane 4L + e of w[i].
-STRATA_SIMD_INLINE void LoadCodes(const uint8_t* half, __m512i w[4]) {
-  const __m512i a0 = _mm512_load_si512(half);
-  const __m512i a1 = _mm512_load_si512(half + 4 * 16);
-  const __m512i a2 = _mm512_load_si512(half + 8 * 16);
-  const __m512i a3 = _mm512_load_si512(half + 12 * 16);
+STRATA_SIMD_INLINE void TransposeCodes(__m512i a0, __m512i a1, __m512i a2, __m512i a3,
+                                       __m512i w[4]) {
   const __m512i t0 = _mm512_unpacklo_epi32(a0, a1);
   const __m512i t1 = _mm512_unpackhi_epi32(a0, a1);
   const __m512i t2 = _mm512_unpacklo_epi32(a2, a3);
@@ -117,6 +115,11 @@ STRATA_SIMD_INLINE void LoadCodes(const uint8_t* half, __m512i w[4]) {
   w[1] = _mm512_unpackhi_epi64(t0, t2);
   w[2] = _mm512_unpacklo_epi64(t1, t3);
   w[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+STRATA_SIMD_INLINE void LoadCodes(const uint8_t* half, __m512i w[4]) {
+  TransposeCodes(_mm512_load_si512(half), _mm512_load_si512(half + 4 * 16),
+                 _mm512_load_si512(half + 8 * 16), _mm512_load_si512(half + 12 * 16), w);
 }
 
 STRATA_SIMD_INLINE __m512i Bcast4(const int8_t* p) {
@@ -225,6 +228,57 @@ STRATA_SIMD_NOINLINE void Pass(const Stage& stage, const uint8_t* src, int64_t r
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, mask, acc[t]);
 }
 
+// One token over a full group of 16 Q8_0 rows, straight from the weights: the codes of each
+// 32-column block go from memory into the transposing registers (four rows' 16 bytes per zmm,
+// in LoadCodes' slot order), and the 16 rows' scales come in one gather, instead of going
+// through the stage first. With one token there is no second pass to share a decoded stage,
+// and the staging was most of the instructions per weight byte. The same chain per (row,
+// token) as Pass, so the same bits. Needs 15 * row_bytes + cols / 32 * 34 < 2^31 (gather
+// offsets).
+STRATA_SIMD_NOINLINE void PassQ8_0One(const uint8_t* src, int64_t row_bytes, const Int8Tokens& x,
+                                      int64_t t, float* y) {
+  const int64_t nb = x.cols / 32;
+  const int8_t* q = x.q + t * x.cols;
+  const float* dx = x.d + t * nb;
+  const int32_t* c = x.c32 + t * nb;
+  const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
+  // Byte offset of each row (lane r: row r), for the scales' gather.
+  const __m512i row_offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(row_bytes)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i low16 = _mm512_set1_epi32(0xffff);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
+    const uint8_t* blk = src + b * 34;
+    const __m512i dbits = _mm512_and_si512(_mm512_i32gather_epi32(row_offsets, blk, 1), low16);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
+    __m512i wv[2][4];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i a[4];
+#pragma GCC unroll 4
+      for (int e = 0; e < 4; ++e) {
+        // Slots 4e .. 4e + 3 hold rows Slot(4e) .. Slot(4e + 3).
+        const auto row = [&](int slot) {
+          return reinterpret_cast<const __m128i*>(blk + Slot(slot) * row_bytes + 2 + 16 * h);
+        };
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(row(4 * e)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 1)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 2)), 2);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 3)), 3);
+        a[e] = _mm512_xor_si512(v, flip);
+      }
+      TransposeCodes(a[0], a[1], a[2], a[3], wv[h]);
+    }
+    const int64_t col = 32 * b;
+    const __m512i isum = Dot16(Dot16(_mm512_set1_epi32(c[b]), wv[0], q + col), wv[1], q + col + 16);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(dx[b])), acc);
+  }
+  _mm512_storeu_ps(y, acc);
+}
+
 // The most tokens one pass takes: T accumulators + 8 weight registers + a few temporaries fit
 // the 32 zmm registers.
 constexpr int64_t kMaxTokens = 16;
@@ -260,8 +314,15 @@ STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t ro
   const Stage stage{base, reinterpret_cast<float*>(base + code_bytes),
                     reinterpret_cast<float*>(base + code_bytes + d_bytes), keep};
   const int64_t first = n_tokens % kMaxTokens != 0 ? n_tokens % kMaxTokens : kMaxTokens;
+  constexpr bool kQ8_0 = std::is_same_v<Decoder, DecodeQ8_0>;
+  const bool direct = kQ8_0 && n_tokens == 1 &&
+                      (kRows - 1) * row_bytes + x.cols / 32 * Decoder::kBytes < (int64_t{1} << 31);
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int rn = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
+    if (direct && rn == kRows) {
+      PassQ8_0One(w + r0 * row_bytes, row_bytes, x, 0, y + r0);
+      continue;
+    }
     if (rn < kRows) {
       // Lanes without a row: computed, never stored; zeros keep them defined.
       std::memset(base, 0, code_bytes + d_bytes + m_bytes);

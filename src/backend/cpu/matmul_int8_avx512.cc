@@ -13,7 +13,9 @@
 // stop at page boundaries; each 32-column chunk is transposed in registers (a 4 x 4 dword
 // transpose per 128-bit lane) and multiplied with up to 16 tokens held in fp32 accumulators.
 // Every further 16 tokens run one more pass over the decoded stage: the weights are read from
-// memory and decoded once per call, whatever the token count. vpdpbusd multiplies unsigned by
+// memory and decoded once per call, whatever the token count. (One exception: one token over
+// Q8_0 rows, where no second pass shares the stage, loads the codes straight into the
+// transposing registers: PassQ8_0One.) vpdpbusd multiplies unsigned by
 // signed bytes, so formats with signed values (Q8_0, Q4_0, Q5_0, Q6_K: q in [-128, 127]) store
 // q + 128 and start each block's integer sum at -128 * sum(q_x) (precomputed per token,
 // Int8Tokens::c32/c16); formats with a min (Q4_1, Q5_1, Q4_K, Q5_K) keep their unsigned codes

@@ -725,6 +725,14 @@ class SlowConstraint : public ScriptedConstraint {
   std::thread::id filled_on;
 };
 
+// An unconstrained greedy request for `max_tokens` tokens, to run beside a constrained one.
+Request FreeRequest(int32_t max_tokens) {
+  Request r;
+  r.prompt = Prompt(1, 6);
+  r.params = Greedy(max_tokens);
+  return r;
+}
+
 // A greedy request for 4 tokens, each 20 or 21, whose masks wait in `*slow` until its hold is
 // lifted.
 Request HeldConstrainedRequest(std::shared_ptr<SlowConstraint>* slow) {
@@ -781,9 +789,7 @@ TEST_F(EngineTest, ARequestWaitingForItsMaskDoesNotHoldTheOthersUp) {
   auto engine = MakeEngine(backend.get(), {});
   std::shared_ptr<SlowConstraint> slow;
   const Request constrained = HeldConstrainedRequest(&slow);
-  Request free;
-  free.prompt = Prompt(1, 6);
-  free.params = Greedy(10);
+  const Request free = FreeRequest(10);
   auto a = engine->Submit(constrained);
   auto b = engine->Submit(free);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -820,9 +826,7 @@ TEST_F(EngineTest, AMaskComputedDuringItsStepCostsTheRequestNoStep) {
   constrained.prompt = Prompt(0, 6);
   constrained.params = Greedy(6);
   constrained.constraint = slow;
-  Request free;
-  free.prompt = Prompt(1, 6);
-  free.params = Greedy(30);
+  const Request free = FreeRequest(30);
   auto a = engine->Submit(constrained);
   auto b = engine->Submit(free);
   ASSERT_TRUE(a.ok() && b.ok());

@@ -70,11 +70,10 @@ struct Engine::Live {
   std::shared_ptr<TokenConstraint> constraint;  // null: any token
   // The mask helper is computing its next mask, or has: `ready_mask` is the mask for its next
   // sampling. A row that samples while the mask is pending keeps its logits in
-  // `deferred_logits` (`deferred`) and is sampled when the mask is ready.
+  // `deferred_logits` (non-empty while they wait) and is sampled when the mask is ready.
   bool mask_pending = false;
   bool has_ready_mask = false;
   std::vector<uint32_t> ready_mask;
-  bool deferred = false;
   std::vector<float> deferred_logits;
   SequenceAcceptance acceptance;  // its drafts' record, for SpeculationPolicy
   bool record_stages;             // keep its prefill chunks' times
@@ -559,7 +558,7 @@ void Engine::TakeReadyMasks() {
     --masks_pending_;
     live.has_ready_mask = true;
     live.ready_mask = std::move(mask);
-    if (live.deferred) SampleDeferred(id, &live);
+    if (!live.deferred_logits.empty()) SampleDeferred(id, &live);
   }
   if (!ready_masks_.empty()) {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -568,27 +567,24 @@ void Engine::TakeReadyMasks() {
 }
 
 void Engine::SampleDeferred(RequestId id, Live* live) {
-  live->deferred = false;
-  std::vector<float> logits = std::move(live->deferred_logits);
-  live->deferred_logits = {};
-  FillMask(live, &allowed_);
-  int32_t token = -1;
-  if (sampling::AnyTokenAllowed(allowed_)) {
-    sampling::ApplyTokenMask(allowed_, logits);
-    token = live->sampler.Sample(logits);
-  }
-  const int64_t generated = KeepSampled(id, live, token);  // may end the request
-  scheduler_.SetPaused(id, false);                         // false when it ended
+  std::vector<float> logits;
+  logits.swap(live->deferred_logits);  // leaves it empty: no longer waiting
+  const int64_t generated = KeepSampled(id, live, SampleMasked(live, logits));  // may end it
+  scheduler_.SetPaused(id, false);  // false when it ended
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.generated_tokens_total += generated;
 }
 
-int32_t Engine::SampleConstrained(Live* live, std::span<float> logits) {
+int32_t Engine::SampleMasked(Live* live, std::span<float> logits) {
   FillMask(live, &allowed_);
   if (!sampling::AnyTokenAllowed(allowed_)) return -1;
   sampling::ApplyTokenMask(allowed_, logits);
-  const int32_t token = live->sampler.Sample(logits);
-  return live->constraint->Accept(token) ? token : -1;
+  return live->sampler.Sample(logits);
+}
+
+int32_t Engine::SampleConstrained(Live* live, std::span<float> logits) {
+  const int32_t token = SampleMasked(live, logits);
+  return token >= 0 && live->constraint->Accept(token) ? token : -1;
 }
 
 void Engine::Postprocess(const SchedulerOutput& out) {
@@ -617,7 +613,6 @@ void Engine::Postprocess(const SchedulerOutput& out) {
       // sits out the steps until then.
       const std::span<const float> logits = runner_.row(row++);
       live.deferred_logits.assign(logits.begin(), logits.end());
-      live.deferred = true;
       scheduler_.SetPaused(id, true);
     } else {
       // A constrained row was sampled under its mask (-1: the mask allowed nothing).

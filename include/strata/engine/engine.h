@@ -212,6 +212,9 @@ class Engine final : public RequestSubmitter {
   static void FillUsage(const Live& live, StreamChunk* last);
   static StreamChunk UnscheduledLast(const Submission& s, sampling::FinishReason reason);
   void PublishStats(const SchedulerOutput* out);
+  // A constrained request's token from `logits` masked to what its constraint allows, sampled
+  // with its sampler but not yet accepted by the constraint; -1 when no token is allowed.
+  int32_t SampleMasked(Live* live, std::span<float> logits);
   // A constrained request's token at a row of a drafted chunk (its other rows are masked in
   // RunBatch and sampled by the runner): the logits masked to what the constraint allows, then
   // sampled with its sampler, then accepted by the constraint; -1 when no token is allowed or

@@ -238,11 +238,11 @@ STRATA_SIMD_NOINLINE void Pass(const Stage& stage, const uint8_t* src, int64_t r
 // token) as Pass, so the same bits. Needs 15 * row_bytes + cols / 32 * 34 < 2^31 (gather
 // offsets).
 STRATA_SIMD_NOINLINE void PassQ8_0One(const uint8_t* src, int64_t row_bytes, const Int8Tokens& x,
-                                      int64_t t, float* y) {
+                                      float* y) {
   const int64_t nb = x.cols / 32;
-  const int8_t* q = x.q + t * x.cols;
-  const float* dx = x.d + t * nb;
-  const int32_t* c = x.c32 + t * nb;
+  const int8_t* q = x.q;
+  const float* dx = x.d;
+  const int32_t* c = x.c32;
   const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
   // Byte offset of each row (lane r: row r), for the scales' gather.
   const __m512i row_offsets =
@@ -322,7 +322,7 @@ STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t ro
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int rn = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
     if (direct && rn == kRows) {
-      PassQ8_0One(w + r0 * row_bytes, row_bytes, x, 0, y + r0);
+      PassQ8_0One(w + r0 * row_bytes, row_bytes, x, y + r0);
       continue;
     }
     if (rn < kRows) {

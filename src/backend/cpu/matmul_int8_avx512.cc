@@ -14,8 +14,8 @@
 // transpose per 128-bit lane) and multiplied with up to 16 tokens held in fp32 accumulators.
 // Every further 16 tokens run one more pass over the decoded stage: the weights are read from
 // memory and decoded once per call, whatever the token count. (One exception: one token over
-// Q8_0 rows, where no second pass shares the stage, loads the codes straight into the
-// transposing registers: PassQ8_0One.) vpdpbusd multiplies unsigned by
+// a full group of rows, where no second pass shares the stage, unpacks the weights in the
+// transposing registers instead: PassOne.) vpdpbusd multiplies unsigned by
 // signed bytes, so formats with signed values (Q8_0, Q4_0, Q5_0, Q6_K: q in [-128, 127]) store
 // q + 128 and start each block's integer sum at -128 * sum(q_x) (precomputed per token,
 // Int8Tokens::c32/c16); formats with a min (Q4_1, Q5_1, Q4_K, Q5_K) keep their unsigned codes
@@ -230,55 +230,285 @@ STRATA_SIMD_NOINLINE void Pass(const Stage& stage, const uint8_t* src, int64_t r
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, mask, acc[t]);
 }
 
-// One token over a full group of 16 Q8_0 rows, straight from the weights: the codes of each
-// 32-column block go from memory into the transposing registers (four rows' 16 bytes per zmm,
-// in LoadCodes' slot order), and the 16 rows' scales come in one gather, instead of going
-// through the stage first. With one token there is no second pass to share a decoded stage,
-// and the staging was most of the instructions per weight byte. The same chain per (row,
-// token) as Pass, so the same bits. Needs 15 * row_bytes + cols / 32 * 34 < 2^31 (gather
-// offsets).
-STRATA_SIMD_NOINLINE void PassQ8_0One(const uint8_t* src, int64_t row_bytes, const Int8Tokens& x,
-                                      float* y) {
+// One token over a full group of 16 rows, straight from the weights (PassOne below): with one
+// token there is no second pass to share a decoded stage, and the staging (a store and a
+// reload of every code, plus a per-row decode in 256-bit halves) was most of the instructions
+// per weight byte. Instead the raw bytes of the 16 rows go into the transposing registers
+// first, and the formats' bit fields are unpacked there, 16 rows per instruction: unpacking
+// is bytewise, so it commutes with the dword transpose. The per-row scales come from gathers.
+// Each (row, token) gets the same chain as in Pass, so the same bits: the codes stay unsigned
+// (no shift by 128) and the block sums start at the matching part of c (-8, -16, -32 or -128
+// times sum(q_x): exact integer shifts of it), so the integer sums are the same integers.
+
+// w[i], lane r: bytes 4i .. 4i + 3 of the 16 bytes of row r at p (rows row_bytes apart): four
+// rows per zmm in LoadCodes' slot order, then its transpose.
+STRATA_SIMD_INLINE void LoadRows(const uint8_t* p, int64_t row_bytes, __m512i w[4]) {
+  __m512i a[4];
+#pragma GCC unroll 4
+  for (int e = 0; e < 4; ++e) {
+    // Slots 4e .. 4e + 3 hold rows Slot(4e) .. Slot(4e + 3).
+    const auto row = [&](int slot) {
+      return reinterpret_cast<const __m128i*>(p + Slot(slot) * row_bytes);
+    };
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(row(4 * e)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 1)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 2)), 2);
+    a[e] = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 3)), 3);
+  }
+  TransposeCodes(a[0], a[1], a[2], a[3], w);
+}
+
+// Lane r: the 4 bytes of row r at p (a gather; rows row_bytes apart as in `offsets`).
+STRATA_SIMD_INLINE __m512i GatherRows(const uint8_t* p, __m512i offsets) {
+  return _mm512_i32gather_epi32(offsets, p, 1);
+}
+
+// fp16 in the low (kHigh: high) 16 bits of each lane -> fp32, exactly as LoadHalf.
+template <bool kHigh>
+STRATA_SIMD_INLINE __m512 HalvesToFloat(__m512i v) {
+  if constexpr (kHigh) v = _mm512_srli_epi32(v, 16);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+// The low and high nibbles of each byte.
+STRATA_SIMD_INLINE __m512i LowNibbles(__m512i v) {
+  return _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+}
+STRATA_SIMD_INLINE __m512i HighNibbles(__m512i v) {
+  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
+}
+
+// Q4_0 / Q5_0 (kHigh: the 5th bits from the block's qh word) over one token: value = code - 8
+// (Q4_0) or code - 16 (Q5_0), codes kept unsigned.
+template <bool kHigh>
+STRATA_SIMD_INLINE void PassLegacyOne(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                      const Int8Tokens& x, float* y) {
+  constexpr int kBytes = kHigh ? 22 : 18;
+  constexpr int kQs = kHigh ? 6 : 2;
   const int64_t nb = x.cols / 32;
-  const int8_t* q = x.q;
-  const float* dx = x.d;
-  const int32_t* c = x.c32;
   const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
-  // Byte offset of each row (lane r: row r), for the scales' gather.
-  const __m512i row_offsets =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int32_t>(row_bytes)));
+  // The shuffle puts byte j of each lane's qh word in all 4 bytes of the lane (vpshufb indexes
+  // within 128 bits: lane p of 4 at bytes 4p .. 4p + 3); then bit k (low_bits) or 4 + k
+  // (high_bits) of it is tested in byte k.
+  const __m512i lane_bytes = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+  const __m512i low_bits = _mm512_set1_epi32(0x08040201);
+  const __m512i high_bits = _mm512_set1_epi32(static_cast<int32_t>(0x80402010u));
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
+    const uint8_t* blk = src + b * kBytes;
+    const __m512 dw = HalvesToFloat<false>(GatherRows(blk, offsets));
+    __m512i w[4];
+    LoadRows(blk + kQs, row_bytes, w);
+    __m512i lo[4];
+    __m512i hi[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      lo[i] = LowNibbles(w[i]);
+      hi[i] = HighNibbles(w[i]);
+    }
+    if constexpr (kHigh) {
+      const __m512i qh = GatherRows(blk + 2, offsets);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        // Byte j of qh holds the 5th bits of columns 8j .. 8j + 7.
+        const __m512i bytes = _mm512_shuffle_epi8(
+            qh, _mm512_add_epi8(lane_bytes, _mm512_set1_epi8(static_cast<char>(j))));
+        __m512i* codes = j < 2 ? lo : hi;
+        const int i = 2 * (j % 2);
+        codes[i] = _mm512_mask_add_epi8(codes[i], _mm512_test_epi8_mask(bytes, low_bits), codes[i],
+                                        sixteen);
+        codes[i + 1] = _mm512_mask_add_epi8(codes[i + 1], _mm512_test_epi8_mask(bytes, high_bits),
+                                            codes[i + 1], sixteen);
+      }
+    }
+    const int64_t col = 32 * b;
+    const __m512i init = _mm512_set1_epi32(x.c32[b] >> (kHigh ? 3 : 4));
+    const __m512i isum = Dot16(Dot16(init, lo, x.q + col), hi, x.q + col + 16);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d[b])), acc);
+  }
+  _mm512_storeu_ps(y, acc);
+}
+
+// Q8_0 over one token: the signed codes shifted by 128, as in the stage.
+STRATA_SIMD_INLINE void PassQ8_0One(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                    const Int8Tokens& x, float* y) {
+  const int64_t nb = x.cols / 32;
+  const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i low16 = _mm512_set1_epi32(0xffff);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * 34;
-    const __m512i dbits = _mm512_and_si512(_mm512_i32gather_epi32(row_offsets, blk, 1), low16);
-    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dbits));
+    const __m512 dw = HalvesToFloat<false>(GatherRows(blk, offsets));
     __m512i wv[2][4];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      __m512i a[4];
+      LoadRows(blk + 2 + 16 * h, row_bytes, wv[h]);
 #pragma GCC unroll 4
-      for (int e = 0; e < 4; ++e) {
-        // Slots 4e .. 4e + 3 hold rows Slot(4e) .. Slot(4e + 3).
-        const auto row = [&](int slot) {
-          return reinterpret_cast<const __m128i*>(blk + Slot(slot) * row_bytes + 2 + 16 * h);
-        };
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(row(4 * e)));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 1)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 2)), 2);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(row(4 * e + 3)), 3);
-        a[e] = _mm512_xor_si512(v, flip);
-      }
-      TransposeCodes(a[0], a[1], a[2], a[3], wv[h]);
+      for (int i = 0; i < 4; ++i) wv[h][i] = _mm512_xor_si512(wv[h][i], flip);
     }
     const int64_t col = 32 * b;
-    const __m512i isum = Dot16(Dot16(_mm512_set1_epi32(c[b]), wv[0], q + col), wv[1], q + col + 16);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(dx[b])), acc);
+    const __m512i isum =
+        Dot16(Dot16(_mm512_set1_epi32(x.c32[b]), wv[0], x.q + col), wv[1], x.q + col + 16);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d[b])), acc);
   }
   _mm512_storeu_ps(y, acc);
+}
+
+// Q4_K over one token: per 256-column superblock, the 16 rows' d, dmin and packed 6-bit scales
+// and mins come in four gathers and are unpacked as KScales does, 16 rows at a time; each
+// 32 bytes of nibbles hold two 32-column sub-blocks (low nibbles, then high).
+STRATA_SIMD_INLINE void PassQ4_KOne(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                    const Int8Tokens& x, float* y) {
+  const int64_t nsb = x.cols / 256;
+  const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
+  const __m512i six_bits = _mm512_set1_epi8(0x3f);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i top2 = _mm512_set1_epi8(0x30);
+  const __m512i byte = _mm512_set1_epi32(0xff);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
+    const uint8_t* blk = src + b * 144;
+    const __m512i dd = GatherRows(blk, offsets);
+    const __m512 d = HalvesToFloat<false>(dd);
+    const __m512 neg_dmin = _mm512_xor_ps(HalvesToFloat<true>(dd), _mm512_set1_ps(-0.0f));
+    const __m512i p0 = GatherRows(blk + 4, offsets);
+    const __m512i p1 = GatherRows(blk + 8, offsets);
+    const __m512i p2 = GatherRows(blk + 12, offsets);
+    // Byte s of sc[s / 4] (mn[s / 4]): the scale (min) of sub-block s.
+    const __m512i sc[2] = {_mm512_and_si512(p0, six_bits),
+                           _mm512_or_si512(_mm512_and_si512(p2, low4),
+                                           _mm512_and_si512(_mm512_srli_epi32(p0, 2), top2))};
+    const __m512i mn[2] = {_mm512_and_si512(p1, six_bits),
+                           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(p2, 4), low4),
+                                           _mm512_and_si512(_mm512_srli_epi32(p1, 2), top2))};
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i lo[2][4];  // [column half][dword]: sub-block 2c
+      __m512i hi[2][4];  // sub-block 2c + 1
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m512i w[4];
+        LoadRows(blk + 16 + 32 * c + 16 * h, row_bytes, w);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          lo[h][i] = LowNibbles(w[i]);
+          hi[h][i] = HighNibbles(w[i]);
+        }
+      }
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * c + half;
+        const int shift = 8 * (s % 4);
+        const __m512 ds = _mm512_mul_ps(
+            d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[s / 4], shift), byte)));
+        const __m512 ndm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(
+                                                       _mm512_srli_epi32(mn[s / 4], shift), byte)));
+        const __m512i(*codes)[4] = half == 0 ? lo : hi;
+        const int64_t blk32 = 8 * b + s;
+        const int64_t col = 32 * blk32;
+        const __m512i isum =
+            Dot16(Dot16(_mm512_setzero_si512(), codes[0], x.q + col), codes[1], x.q + col + 16);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                              _mm512_mul_ps(ds, _mm512_set1_ps(x.d[blk32])), acc);
+        acc = _mm512_fmadd_ps(ndm, _mm512_set1_ps(x.dsum[blk32]), acc);
+      }
+    }
+  }
+  _mm512_storeu_ps(y, acc);
+}
+
+// Q6_K over one token: value = code - 32 with a 6-bit code (4 bits from ql, 2 from qh) and a
+// scale per 16 columns. Per 128-column half of the superblock and 16-column half k of its
+// 32-column blocks, one transpose each of ql (two) and qh serves the four blocks; their
+// integer sums are all taken first, then the fma chain runs in column order as in Pass.
+STRATA_SIMD_INLINE void PassQ6_KOne(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                    const Int8Tokens& x, float* y) {
+  const int64_t nsb = x.cols / 256;
+  const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
+  const __m512i three = _mm512_set1_epi8(3);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
+    const uint8_t* blk = src + b * 210;
+    // d: the high half of the word at byte 206 (the block's last bytes).
+    const __m512 d = HalvesToFloat<true>(GatherRows(blk + 206, offsets));
+    __m512i scales[4];  // byte j of scales[i]: the int8 scale of 16-column sub-block 4i + j
+    LoadRows(blk + 192, row_bytes, scales);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m512i isum[4][2];  // [32-column block s][16-column half k]
+#pragma GCC unroll 2
+      for (int k = 0; k < 2; ++k) {
+        __m512i ql0[4];
+        __m512i ql1[4];
+        __m512i qh[4];
+        LoadRows(blk + 64 * h + 16 * k, row_bytes, ql0);
+        LoadRows(blk + 64 * h + 32 + 16 * k, row_bytes, ql1);
+        LoadRows(blk + 128 + 32 * h + 16 * k, row_bytes, qh);
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {
+          const int64_t blk32 = 8 * b + 4 * h + s;
+          __m512i codes[4];
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            const __m512i ql = s % 2 == 0 ? ql0[i] : ql1[i];
+            const __m512i low = s < 2 ? LowNibbles(ql) : HighNibbles(ql);
+            const __m512i high = _mm512_and_si512(_mm512_srli_epi16(qh[i], 2 * s), three);
+            codes[i] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
+          }
+          const __m512i init = _mm512_set1_epi32(x.c16[2 * blk32 + k] >> 2);
+          isum[s][k] = Dot16(init, codes, x.q + 32 * blk32 + 16 * k);
+        }
+      }
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int64_t blk32 = 8 * b + 4 * h + s;
+        const __m512 dx = _mm512_set1_ps(x.d[blk32]);
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+          const int sub = 8 * h + 2 * s + k;
+          const int shift = 24 - 8 * (sub % 4);
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(scales[sub / 4], shift), 24);
+          const __m512 dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[s][k]), _mm512_mul_ps(dw, dx), acc);
+        }
+      }
+    }
+  }
+  _mm512_storeu_ps(y, acc);
+}
+
+// Whether Decoder has a PassOne.
+template <class Decoder>
+constexpr bool kHasPassOne =
+    std::is_same_v<Decoder, DecodeQ8_0> || std::is_same_v<Decoder, DecodeQ4_0> ||
+    std::is_same_v<Decoder, DecodeQ5_0> || std::is_same_v<Decoder, DecodeQ4_K> ||
+    std::is_same_v<Decoder, DecodeQ6_K>;
+
+// One token over the full group of 16 rows at src. Needs 15 * row_bytes + the row's bytes
+// < 2^31 (the gathers' offsets).
+template <class Decoder>
+STRATA_SIMD_NOINLINE void PassOne(const uint8_t* src, int64_t row_bytes, const Int8Tokens& x,
+                                  float* y) {
+  // Byte offset of each row (lane r: row r), for the gathers.
+  const __m512i offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(row_bytes)));
+  if constexpr (std::is_same_v<Decoder, DecodeQ8_0>) {
+    PassQ8_0One(src, row_bytes, offsets, x, y);
+  } else if constexpr (std::is_same_v<Decoder, DecodeQ4_0>) {
+    PassLegacyOne<false>(src, row_bytes, offsets, x, y);
+  } else if constexpr (std::is_same_v<Decoder, DecodeQ5_0>) {
+    PassLegacyOne<true>(src, row_bytes, offsets, x, y);
+  } else if constexpr (std::is_same_v<Decoder, DecodeQ4_K>) {
+    PassQ4_KOne(src, row_bytes, offsets, x, y);
+  } else if constexpr (std::is_same_v<Decoder, DecodeQ6_K>) {
+    PassQ6_KOne(src, row_bytes, offsets, x, y);
+  }
 }
 
 // The most tokens one pass takes: T accumulators + 8 weight registers + a few temporaries fit
@@ -316,13 +546,12 @@ STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t ro
   const Stage stage{base, reinterpret_cast<float*>(base + code_bytes),
                     reinterpret_cast<float*>(base + code_bytes + d_bytes), keep};
   const int64_t first = n_tokens % kMaxTokens != 0 ? n_tokens % kMaxTokens : kMaxTokens;
-  constexpr bool kQ8_0 = std::is_same_v<Decoder, DecodeQ8_0>;
-  const bool direct = kQ8_0 && n_tokens == 1 &&
-                      (kRows - 1) * row_bytes + x.cols / 32 * Decoder::kBytes < (int64_t{1} << 31);
+  const bool direct =
+      kHasPassOne<Decoder> && n_tokens == 1 && kRows * row_bytes < (int64_t{1} << 31);
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int rn = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
     if (direct && rn == kRows) {
-      PassQ8_0One(w + r0 * row_bytes, row_bytes, x, y + r0);
+      PassOne<Decoder>(w + r0 * row_bytes, row_bytes, x, y + r0);
       continue;
     }
     if (rn < kRows) {

@@ -13,9 +13,9 @@
 // stop at page boundaries; each 32-column chunk is transposed in registers (a 4 x 4 dword
 // transpose per 128-bit lane) and multiplied with up to 16 tokens held in fp32 accumulators.
 // Every further 16 tokens run one more pass over the decoded stage: the weights are read from
-// memory and decoded once per call, whatever the token count. (One exception: one token over
-// a full group of rows, where no second pass shares the stage, unpacks the weights in the
-// transposing registers instead: PassOne.) vpdpbusd multiplies unsigned by
+// memory and decoded once per call, whatever the token count. (One exception: up to 8 tokens
+// (Q6_K: 1) over a full group of rows, where no second pass shares the stage, unpack the
+// weights in the transposing registers instead: Direct.) vpdpbusd multiplies unsigned by
 // signed bytes, so formats with signed values (Q8_0, Q4_0, Q5_0, Q6_K: q in [-128, 127]) store
 // q + 128 and start each block's integer sum at -128 * sum(q_x) (precomputed per token,
 // Int8Tokens::c32/c16); formats with a min (Q4_1, Q5_1, Q4_K, Q5_K) keep their unsigned codes
@@ -230,8 +230,8 @@ STRATA_SIMD_NOINLINE void Pass(const Stage& stage, const uint8_t* src, int64_t r
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, mask, acc[t]);
 }
 
-// One token over a full group of 16 rows, straight from the weights (PassOne below): with one
-// token there is no second pass to share a decoded stage, and the staging (a store and a
+// A few tokens over a full group of 16 rows, straight from the weights (Direct below): with
+// one pass over the tokens nothing shares a decoded stage, and the staging (a store and a
 // reload of every code, plus a per-row decode in 256-bit halves) was most of the instructions
 // per weight byte. Instead the raw bytes of the 16 rows go into the transposing registers
 // first, and the formats' bit fields are unpacked there, 16 rows per instruction: unpacking
@@ -278,11 +278,52 @@ STRATA_SIMD_INLINE __m512i HighNibbles(__m512i v) {
   return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
 }
 
-// Q4_0 / Q5_0 (kHigh: the 5th bits from the block's qh word) over one token: value = code - 8
-// (Q4_0) or code - 16 (Q5_0), codes kept unsigned.
-template <bool kHigh>
-STRATA_SIMD_INLINE void PassLegacyOne(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                      const Int8Tokens& x, float* y) {
+// Token t0 + t of a direct pass: its codes, scales and block sums.
+struct TokenRow {
+  const int8_t* q;
+  const float* d;
+  const int32_t* c32;
+  const int32_t* c16;
+  const float* dsum;
+};
+
+template <int T>
+STRATA_SIMD_INLINE void TokenRows(const Int8Tokens& x, int64_t t0, TokenRow (&tok)[T]) {
+  const int64_t nb = x.cols / 32;
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const int64_t i = t0 + t;
+    tok[t] = {x.q + i * x.cols, x.d + i * nb, x.c32 + i * nb, x.c16 + 2 * i * nb, x.dsum + i * nb};
+  }
+}
+
+// acc[t] += the 16 rows' block sums with token t over the 32 columns from col: codes lo (the
+// first 16 columns) and hi, sums started at init_shift of c32 (see above), scales dw.
+template <int T>
+STRATA_SIMD_INLINE void AccumulateBlock32(const TokenRow (&tok)[T], int64_t blk, int init_shift,
+                                          const __m512i lo[4], const __m512i hi[4], __m512 dw,
+                                          __m512 acc[T]) {
+  const int64_t col = 32 * blk;
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const __m512i init = _mm512_set1_epi32(tok[t].c32[blk] >> init_shift);
+    const __m512i isum = Dot16(Dot16(init, lo, tok[t].q + col), hi, tok[t].q + col + 16);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                             _mm512_mul_ps(dw, _mm512_set1_ps(tok[t].d[blk])), acc[t]);
+  }
+}
+
+template <int T>
+STRATA_SIMD_INLINE void StoreRows(const __m512 acc[T], int64_t t0, float* y, int64_t ldy) {
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
+}
+
+// Q4_0 / Q5_0 (kHigh: the 5th bits from the block's qh word): value = code - 8 (Q4_0) or
+// code - 16 (Q5_0), codes kept unsigned.
+template <bool kHigh, int T>
+STRATA_SIMD_INLINE void DirectLegacy(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                     const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
   constexpr int kBytes = kHigh ? 22 : 18;
   constexpr int kQs = kHigh ? 6 : 2;
   const int64_t nb = x.cols / 32;
@@ -294,7 +335,11 @@ STRATA_SIMD_INLINE void PassLegacyOne(const uint8_t* src, int64_t row_bytes, __m
   const __m512i low_bits = _mm512_set1_epi32(0x08040201);
   const __m512i high_bits = _mm512_set1_epi32(static_cast<int32_t>(0x80402010u));
   const __m512i sixteen = _mm512_set1_epi8(16);
-  __m512 acc = _mm512_setzero_ps();
+  TokenRow tok[T];
+  TokenRows(x, t0, tok);
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * kBytes;
@@ -323,21 +368,23 @@ STRATA_SIMD_INLINE void PassLegacyOne(const uint8_t* src, int64_t row_bytes, __m
                                             codes[i + 1], sixteen);
       }
     }
-    const int64_t col = 32 * b;
-    const __m512i init = _mm512_set1_epi32(x.c32[b] >> (kHigh ? 3 : 4));
-    const __m512i isum = Dot16(Dot16(init, lo, x.q + col), hi, x.q + col + 16);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d[b])), acc);
+    AccumulateBlock32<T>(tok, b, kHigh ? 3 : 4, lo, hi, dw, acc);
   }
-  _mm512_storeu_ps(y, acc);
+  StoreRows<T>(acc, t0, y, ldy);
 }
 
-// Q8_0 over one token: the signed codes shifted by 128, as in the stage.
-STRATA_SIMD_INLINE void PassQ8_0One(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                    const Int8Tokens& x, float* y) {
+// Q8_0: the signed codes shifted by 128, as in the stage.
+template <int T>
+STRATA_SIMD_INLINE void DirectQ8_0(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                   const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
   const int64_t nb = x.cols / 32;
   const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc = _mm512_setzero_ps();
+  TokenRow tok[T];
+  TokenRows(x, t0, tok);
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * 34;
@@ -349,26 +396,28 @@ STRATA_SIMD_INLINE void PassQ8_0One(const uint8_t* src, int64_t row_bytes, __m51
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) wv[h][i] = _mm512_xor_si512(wv[h][i], flip);
     }
-    const int64_t col = 32 * b;
-    const __m512i isum =
-        Dot16(Dot16(_mm512_set1_epi32(x.c32[b]), wv[0], x.q + col), wv[1], x.q + col + 16);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(x.d[b])), acc);
+    AccumulateBlock32<T>(tok, b, 0, wv[0], wv[1], dw, acc);
   }
-  _mm512_storeu_ps(y, acc);
+  StoreRows<T>(acc, t0, y, ldy);
 }
 
-// Q4_K over one token: per 256-column superblock, the 16 rows' d, dmin and packed 6-bit scales
-// and mins come in four gathers and are unpacked as KScales does, 16 rows at a time; each
-// 32 bytes of nibbles hold two 32-column sub-blocks (low nibbles, then high).
-STRATA_SIMD_INLINE void PassQ4_KOne(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                    const Int8Tokens& x, float* y) {
+// Q4_K: per 256-column superblock, the 16 rows' d, dmin and packed 6-bit scales and mins come
+// in four gathers and are unpacked as KScales does, 16 rows at a time; each 32 bytes of
+// nibbles hold two 32-column sub-blocks (low nibbles, then high).
+template <int T>
+STRATA_SIMD_INLINE void DirectQ4_K(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                   const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
   const int64_t nsb = x.cols / 256;
   const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
   const __m512i six_bits = _mm512_set1_epi8(0x3f);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i top2 = _mm512_set1_epi8(0x30);
   const __m512i byte = _mm512_set1_epi32(0xff);
-  __m512 acc = _mm512_setzero_ps();
+  TokenRow tok[T];
+  TokenRows(x, t0, tok);
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * 144;
@@ -387,49 +436,53 @@ STRATA_SIMD_INLINE void PassQ4_KOne(const uint8_t* src, int64_t row_bytes, __m51
                                            _mm512_and_si512(_mm512_srli_epi32(p1, 2), top2))};
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      __m512i lo[2][4];  // [column half][dword]: sub-block 2c
-      __m512i hi[2][4];  // sub-block 2c + 1
+      __m512i w[2][4];  // [column half]: the two sub-blocks' nibbles
 #pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        __m512i w[4];
-        LoadRows(blk + 16 + 32 * c + 16 * h, row_bytes, w);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          lo[h][i] = LowNibbles(w[i]);
-          hi[h][i] = HighNibbles(w[i]);
-        }
-      }
+      for (int h = 0; h < 2; ++h) LoadRows(blk + 16 + 32 * c + 16 * h, row_bytes, w[h]);
 #pragma GCC unroll 2
       for (int half = 0; half < 2; ++half) {
-        const int s = 2 * c + half;
+        const int s = 2 * c + half;  // sub-block: low nibbles, then high
+        __m512i codes[2][4];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            codes[h][i] = half == 0 ? LowNibbles(w[h][i]) : HighNibbles(w[h][i]);
+          }
+        }
         const int shift = 8 * (s % 4);
         const __m512 ds = _mm512_mul_ps(
             d, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(sc[s / 4], shift), byte)));
         const __m512 ndm = _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(_mm512_and_si512(
                                                        _mm512_srli_epi32(mn[s / 4], shift), byte)));
-        const __m512i(*codes)[4] = half == 0 ? lo : hi;
         const int64_t blk32 = 8 * b + s;
-        const int64_t col = 32 * blk32;
-        const __m512i isum =
-            Dot16(Dot16(_mm512_setzero_si512(), codes[0], x.q + col), codes[1], x.q + col + 16);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
-                              _mm512_mul_ps(ds, _mm512_set1_ps(x.d[blk32])), acc);
-        acc = _mm512_fmadd_ps(ndm, _mm512_set1_ps(x.dsum[blk32]), acc);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const int64_t col = 32 * blk32;
+          const __m512i isum = Dot16(Dot16(_mm512_setzero_si512(), codes[0], tok[t].q + col),
+                                     codes[1], tok[t].q + col + 16);
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                   _mm512_mul_ps(ds, _mm512_set1_ps(tok[t].d[blk32])), acc[t]);
+          acc[t] = _mm512_fmadd_ps(ndm, _mm512_set1_ps(tok[t].dsum[blk32]), acc[t]);
+        }
       }
     }
   }
-  _mm512_storeu_ps(y, acc);
+  StoreRows<T>(acc, t0, y, ldy);
 }
 
-// Q6_K over one token: value = code - 32 with a 6-bit code (4 bits from ql, 2 from qh) and a
+// Q6_K, one token: value = code - 32 with a 6-bit code (4 bits from ql, 2 from qh) and a
 // scale per 16 columns. Per 128-column half of the superblock and 16-column half k of its
 // 32-column blocks, one transpose each of ql (two) and qh serves the four blocks; their
-// integer sums are all taken first, then the fma chain runs in column order as in Pass.
-STRATA_SIMD_INLINE void PassQ6_KOne(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                    const Int8Tokens& x, float* y) {
+// integer sums are all taken first, then the fma chain runs in column order as in Pass. (With
+// more tokens the sums would not fit the registers: more tokens take the staged path.)
+STRATA_SIMD_INLINE void DirectQ6_K(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                   const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
   const int64_t nsb = x.cols / 256;
   const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
   const __m512i three = _mm512_set1_epi8(3);
+  TokenRow tok[1];
+  TokenRows(x, t0, tok);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
@@ -460,14 +513,14 @@ STRATA_SIMD_INLINE void PassQ6_KOne(const uint8_t* src, int64_t row_bytes, __m51
             const __m512i high = _mm512_and_si512(_mm512_srli_epi16(qh[i], 2 * s), three);
             codes[i] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
           }
-          const __m512i init = _mm512_set1_epi32(x.c16[2 * blk32 + k] >> 2);
-          isum[s][k] = Dot16(init, codes, x.q + 32 * blk32 + 16 * k);
+          const __m512i init = _mm512_set1_epi32(tok[0].c16[2 * blk32 + k] >> 2);
+          isum[s][k] = Dot16(init, codes, tok[0].q + 32 * blk32 + 16 * k);
         }
       }
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const int64_t blk32 = 8 * b + 4 * h + s;
-        const __m512 dx = _mm512_set1_ps(x.d[blk32]);
+        const __m512 dx = _mm512_set1_ps(tok[0].d[blk32]);
 #pragma GCC unroll 2
         for (int k = 0; k < 2; ++k) {
           const int sub = 8 * h + 2 * s + k;
@@ -479,36 +532,52 @@ STRATA_SIMD_INLINE void PassQ6_KOne(const uint8_t* src, int64_t row_bytes, __m51
       }
     }
   }
-  _mm512_storeu_ps(y, acc);
+  StoreRows<1>(&acc, t0, y, ldy);
 }
 
-// Whether Decoder has a PassOne.
+// The most tokens Direct takes for Decoder (0: none; staged passes take the rest).
 template <class Decoder>
-constexpr bool kHasPassOne =
-    std::is_same_v<Decoder, DecodeQ8_0> || std::is_same_v<Decoder, DecodeQ4_0> ||
-    std::is_same_v<Decoder, DecodeQ5_0> || std::is_same_v<Decoder, DecodeQ4_K> ||
-    std::is_same_v<Decoder, DecodeQ6_K>;
+constexpr int kDirectTokens = std::is_same_v<Decoder, DecodeQ8_0> ||
+                                      std::is_same_v<Decoder, DecodeQ4_0> ||
+                                      std::is_same_v<Decoder, DecodeQ5_0> ||
+                                      std::is_same_v<Decoder, DecodeQ4_K>
+                                  ? 8
+                                  : (std::is_same_v<Decoder, DecodeQ6_K> ? 1 : 0);
 
-// One token over the full group of 16 rows at src. Needs 15 * row_bytes + the row's bytes
-// < 2^31 (the gathers' offsets).
-template <class Decoder>
-STRATA_SIMD_NOINLINE void PassOne(const uint8_t* src, int64_t row_bytes, const Int8Tokens& x,
-                                  float* y) {
+// T tokens from t0 over the full group of 16 rows at src, straight from the weights. Needs
+// 16 * row_bytes < 2^31 (the gathers' offsets).
+template <class Decoder, int T>
+STRATA_SIMD_NOINLINE void Direct(const uint8_t* src, int64_t row_bytes, const Int8Tokens& x,
+                                 int64_t t0, float* y, int64_t ldy) {
   // Byte offset of each row (lane r: row r), for the gathers.
   const __m512i offsets =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(row_bytes)));
   if constexpr (std::is_same_v<Decoder, DecodeQ8_0>) {
-    PassQ8_0One(src, row_bytes, offsets, x, y);
+    DirectQ8_0<T>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ4_0>) {
-    PassLegacyOne<false>(src, row_bytes, offsets, x, y);
+    DirectLegacy<false, T>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ5_0>) {
-    PassLegacyOne<true>(src, row_bytes, offsets, x, y);
+    DirectLegacy<true, T>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ4_K>) {
-    PassQ4_KOne(src, row_bytes, offsets, x, y);
+    DirectQ4_K<T>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ6_K>) {
-    PassQ6_KOne(src, row_bytes, offsets, x, y);
+    static_assert(T == 1);
+    DirectQ6_K(src, row_bytes, offsets, x, t0, y, ldy);
   }
+}
+
+// Direct for the tn (1 <= tn <= T) tokens from t0.
+template <class Decoder, int T>
+STRATA_SIMD_INLINE void DirectTokens(int64_t tn, const uint8_t* src, int64_t row_bytes,
+                                     const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
+  if constexpr (T > 1) {
+    if (tn < T) {
+      DirectTokens<Decoder, T - 1>(tn, src, row_bytes, x, t0, y, ldy);
+      return;
+    }
+  }
+  Direct<Decoder, T>(src, row_bytes, x, t0, y, ldy);
 }
 
 // The most tokens one pass takes: T accumulators + 8 weight registers + a few temporaries fit
@@ -546,13 +615,15 @@ STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t ro
   const Stage stage{base, reinterpret_cast<float*>(base + code_bytes),
                     reinterpret_cast<float*>(base + code_bytes + d_bytes), keep};
   const int64_t first = n_tokens % kMaxTokens != 0 ? n_tokens % kMaxTokens : kMaxTokens;
-  const bool direct =
-      kHasPassOne<Decoder> && n_tokens == 1 && kRows * row_bytes < (int64_t{1} << 31);
+  constexpr int kDirect = kDirectTokens<Decoder>;
+  const bool direct = n_tokens <= kDirect && kRows * row_bytes < (int64_t{1} << 31);
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int rn = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
-    if (direct && rn == kRows) {
-      PassOne<Decoder>(w + r0 * row_bytes, row_bytes, x, y + r0);
-      continue;
+    if constexpr (kDirect > 0) {
+      if (direct && rn == kRows) {
+        DirectTokens<Decoder, kDirect>(n_tokens, w + r0 * row_bytes, row_bytes, x, 0, y + r0, ldy);
+        continue;
+      }
     }
     if (rn < kRows) {
       // Lanes without a row: computed, never stored; zeros keep them defined.

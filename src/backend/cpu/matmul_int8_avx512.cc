@@ -13,13 +13,13 @@
 // stop at page boundaries; each 32-column chunk is transposed in registers (a 4 x 4 dword
 // transpose per 128-bit lane) and multiplied with up to 16 tokens held in fp32 accumulators.
 // Every further 16 tokens run one more pass over the decoded stage: the weights are read from
-// memory and decoded once per call, whatever the token count. (One exception: up to 8 tokens
-// (Q6_K: 1) over a full group of rows, where no second pass shares the stage, unpack the
-// weights in the transposing registers instead: Direct.) vpdpbusd multiplies unsigned by
-// signed bytes, so formats with signed values (Q8_0, Q4_0, Q5_0, Q6_K: q in [-128, 127]) store
-// q + 128 and start each block's integer sum at -128 * sum(q_x) (precomputed per token,
-// Int8Tokens::c32/c16); formats with a min (Q4_1, Q5_1, Q4_K, Q5_K) keep their unsigned codes
-// and add the min term in fp32.
+// memory and decoded once per call, whatever the token count. (One exception: up to 16 tokens
+// (Q6_K: 8) over a full group of rows in Q8_0, Q4_0, Q5_0, Q4_K or Q6_K, where no second pass
+// shares the stage, unpack the weights in the transposing registers instead: Direct.) vpdpbusd
+// multiplies unsigned by signed bytes, so formats with signed values (Q8_0, Q4_0, Q5_0, Q6_K: q in
+// [-128, 127]) store q + 128 and start each block's integer sum at -128 * sum(q_x) (precomputed per
+// token, Int8Tokens::c32/c16); formats with a min (Q4_1, Q5_1, Q4_K, Q5_K) keep their unsigned
+// codes and add the min term in fp32.
 //
 // Numerics: each (row, token) gets exactly this chain, per 32-column block in column order
 // (Q6_K: per 16-column half, with the half's scale):
@@ -471,19 +471,36 @@ STRATA_SIMD_INLINE void DirectQ4_K(const uint8_t* src, int64_t row_bytes, __m512
   StoreRows<T>(acc, t0, y, ldy);
 }
 
-// Q6_K, one token: value = code - 32 with a 6-bit code (4 bits from ql, 2 from qh) and a
-// scale per 16 columns. Per 128-column half of the superblock and 16-column half k of its
-// 32-column blocks, one transpose each of ql (two) and qh serves the four blocks; their
-// integer sums are all taken first, then the fma chain runs in column order as in Pass. (With
-// more tokens the sums would not fit the registers: more tokens take the staged path.)
+// Q6_K: value = code - 32 with a 6-bit code (4 bits from ql, 2 from qh) and a scale per 16
+// columns. Element 128 h + 32 s + 16 k + l of a superblock takes nibble s / 2 of
+// ql[64 h + 32 (s % 2) + 16 k + l] and bits 2s .. 2s + 1 of qh[32 h + 16 k + l].
+STRATA_SIMD_INLINE __m512i Q6Codes(__m512i ql, __m512i qh, int s) {
+  const __m512i low = s < 2 ? LowNibbles(ql) : HighNibbles(ql);
+  const __m512i high = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * s), _mm512_set1_epi8(3));
+  return _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
+}
+
+// The scale of 16-column sub-block `sub` (byte sub % 4 of scales[sub / 4], int8) times d.
+STRATA_SIMD_INLINE __m512 Q6Scale(const __m512i scales[4], int sub, __m512 d) {
+  const int shift = 24 - 8 * (sub % 4);
+  return _mm512_mul_ps(
+      d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(scales[sub / 4], shift), 24)));
+}
+
+// One token: per 128-column half h and 16-column half k of its 32-column blocks, one transpose
+// each of ql (two) and qh serves the four blocks; their integer sums are all taken first, then
+// the fma chain runs in column order as in Pass. More tokens: their sums would not fit the
+// registers, so each block reloads its ql bytes and runs its chain at once.
+template <int T>
 STRATA_SIMD_INLINE void DirectQ6_K(const uint8_t* src, int64_t row_bytes, __m512i offsets,
                                    const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
   const int64_t nsb = x.cols / 256;
   const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
-  const __m512i three = _mm512_set1_epi8(3);
-  TokenRow tok[1];
+  TokenRow tok[T];
   TokenRows(x, t0, tok);
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[T];
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * 210;
@@ -493,56 +510,73 @@ STRATA_SIMD_INLINE void DirectQ6_K(const uint8_t* src, int64_t row_bytes, __m512
     LoadRows(blk + 192, row_bytes, scales);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      __m512i isum[4][2];  // [32-column block s][16-column half k]
+      if constexpr (T == 1) {
+        __m512i isum[4][2];  // [32-column block s][16-column half k]
 #pragma GCC unroll 2
-      for (int k = 0; k < 2; ++k) {
-        __m512i ql0[4];
-        __m512i ql1[4];
-        __m512i qh[4];
-        LoadRows(blk + 64 * h + 16 * k, row_bytes, ql0);
-        LoadRows(blk + 64 * h + 32 + 16 * k, row_bytes, ql1);
-        LoadRows(blk + 128 + 32 * h + 16 * k, row_bytes, qh);
+        for (int k = 0; k < 2; ++k) {
+          __m512i ql[2][4];
+          __m512i qh[4];
+          LoadRows(blk + 64 * h + 16 * k, row_bytes, ql[0]);
+          LoadRows(blk + 64 * h + 32 + 16 * k, row_bytes, ql[1]);
+          LoadRows(blk + 128 + 32 * h + 16 * k, row_bytes, qh);
+#pragma GCC unroll 4
+          for (int s = 0; s < 4; ++s) {
+            const int64_t blk32 = 8 * b + 4 * h + s;
+            __m512i codes[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; ++i) codes[i] = Q6Codes(ql[s % 2][i], qh[i], s);
+            const __m512i init = _mm512_set1_epi32(tok[0].c16[2 * blk32 + k] >> 2);
+            isum[s][k] = Dot16(init, codes, tok[0].q + 32 * blk32 + 16 * k);
+          }
+        }
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {
           const int64_t blk32 = 8 * b + 4 * h + s;
-          __m512i codes[4];
-#pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) {
-            const __m512i ql = s % 2 == 0 ? ql0[i] : ql1[i];
-            const __m512i low = s < 2 ? LowNibbles(ql) : HighNibbles(ql);
-            const __m512i high = _mm512_and_si512(_mm512_srli_epi16(qh[i], 2 * s), three);
-            codes[i] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
-          }
-          const __m512i init = _mm512_set1_epi32(tok[0].c16[2 * blk32 + k] >> 2);
-          isum[s][k] = Dot16(init, codes, tok[0].q + 32 * blk32 + 16 * k);
-        }
-      }
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) {
-        const int64_t blk32 = 8 * b + 4 * h + s;
-        const __m512 dx = _mm512_set1_ps(tok[0].d[blk32]);
+          const __m512 dx = _mm512_set1_ps(tok[0].d[blk32]);
 #pragma GCC unroll 2
-        for (int k = 0; k < 2; ++k) {
-          const int sub = 8 * h + 2 * s + k;
-          const int shift = 24 - 8 * (sub % 4);
-          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(scales[sub / 4], shift), 24);
-          const __m512 dw = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-          acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[s][k]), _mm512_mul_ps(dw, dx), acc);
+          for (int k = 0; k < 2; ++k) {
+            const __m512 dw = Q6Scale(scales, 8 * h + 2 * s + k, d);
+            acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[s][k]), _mm512_mul_ps(dw, dx), acc[0]);
+          }
+        }
+      } else {
+        __m512i qh[2][4];
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) LoadRows(blk + 128 + 32 * h + 16 * k, row_bytes, qh[k]);
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {
+          const int64_t blk32 = 8 * b + 4 * h + s;
+#pragma GCC unroll 2
+          for (int k = 0; k < 2; ++k) {
+            __m512i codes[4];
+            LoadRows(blk + 64 * h + 32 * (s % 2) + 16 * k, row_bytes, codes);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; ++i) codes[i] = Q6Codes(codes[i], qh[k][i], s);
+            const __m512 dw = Q6Scale(scales, 8 * h + 2 * s + k, d);
+#pragma GCC unroll 16
+            for (int t = 0; t < T; ++t) {
+              const __m512i init = _mm512_set1_epi32(tok[t].c16[2 * blk32 + k] >> 2);
+              const __m512i isum = Dot16(init, codes, tok[t].q + 32 * blk32 + 16 * k);
+              acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                       _mm512_mul_ps(dw, _mm512_set1_ps(tok[t].d[blk32])), acc[t]);
+            }
+          }
         }
       }
     }
   }
-  StoreRows<1>(&acc, t0, y, ldy);
+  StoreRows<T>(acc, t0, y, ldy);
 }
 
-// The most tokens Direct takes for Decoder (0: none; staged passes take the rest).
+// The most tokens Direct takes for Decoder (0: none; staged passes take the rest). Measured:
+// Q6_K's pass for several tokens, which reloads ql per block, loses to the stage at 16 tokens.
 template <class Decoder>
 constexpr int kDirectTokens = std::is_same_v<Decoder, DecodeQ8_0> ||
                                       std::is_same_v<Decoder, DecodeQ4_0> ||
                                       std::is_same_v<Decoder, DecodeQ5_0> ||
                                       std::is_same_v<Decoder, DecodeQ4_K>
-                                  ? 8
-                                  : (std::is_same_v<Decoder, DecodeQ6_K> ? 1 : 0);
+                                  ? 16
+                                  : (std::is_same_v<Decoder, DecodeQ6_K> ? 8 : 0);
 
 // T tokens from t0 over the full group of 16 rows at src, straight from the weights. Needs
 // 16 * row_bytes < 2^31 (the gathers' offsets).
@@ -562,8 +596,7 @@ STRATA_SIMD_NOINLINE void Direct(const uint8_t* src, int64_t row_bytes, const In
   } else if constexpr (std::is_same_v<Decoder, DecodeQ4_K>) {
     DirectQ4_K<T>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ6_K>) {
-    static_assert(T == 1);
-    DirectQ6_K(src, row_bytes, offsets, x, t0, y, ldy);
+    DirectQ6_K<T>(src, row_bytes, offsets, x, t0, y, ldy);
   }
 }
 

@@ -287,13 +287,16 @@ struct TokenRow {
   const float* dsum;
 };
 
+// The T token rows from t0, and their accumulators zeroed.
 template <int T>
-STRATA_SIMD_INLINE void TokenRows(const Int8Tokens& x, int64_t t0, TokenRow (&tok)[T]) {
+STRATA_SIMD_INLINE void StartTokens(const Int8Tokens& x, int64_t t0, TokenRow (&tok)[T],
+                                    __m512 (&acc)[T]) {
   const int64_t nb = x.cols / 32;
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     const int64_t i = t0 + t;
     tok[t] = {x.q + i * x.cols, x.d + i * nb, x.c32 + i * nb, x.c16 + 2 * i * nb, x.dsum + i * nb};
+    acc[t] = _mm512_setzero_ps();
   }
 }
 
@@ -336,10 +339,8 @@ STRATA_SIMD_INLINE void DirectLegacy(const uint8_t* src, int64_t row_bytes, __m5
   const __m512i high_bits = _mm512_set1_epi32(static_cast<int32_t>(0x80402010u));
   const __m512i sixteen = _mm512_set1_epi8(16);
   TokenRow tok[T];
-  TokenRows(x, t0, tok);
   __m512 acc[T];
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  StartTokens(x, t0, tok, acc);
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * kBytes;
@@ -381,10 +382,8 @@ STRATA_SIMD_INLINE void DirectQ8_0(const uint8_t* src, int64_t row_bytes, __m512
   const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   TokenRow tok[T];
-  TokenRows(x, t0, tok);
   __m512 acc[T];
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  StartTokens(x, t0, tok, acc);
   for (int64_t b = 0; b < nb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * 34;
@@ -414,10 +413,8 @@ STRATA_SIMD_INLINE void DirectQ4_K(const uint8_t* src, int64_t row_bytes, __m512
   const __m512i top2 = _mm512_set1_epi8(0x30);
   const __m512i byte = _mm512_set1_epi32(0xff);
   TokenRow tok[T];
-  TokenRows(x, t0, tok);
   __m512 acc[T];
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  StartTokens(x, t0, tok, acc);
   for (int64_t b = 0; b < nsb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * 144;
@@ -497,10 +494,8 @@ STRATA_SIMD_INLINE void DirectQ6_K(const uint8_t* src, int64_t row_bytes, __m512
   const int64_t nsb = x.cols / 256;
   const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
   TokenRow tok[T];
-  TokenRows(x, t0, tok);
   __m512 acc[T];
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  StartTokens(x, t0, tok, acc);
   for (int64_t b = 0; b < nsb; ++b) {
     PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
     const uint8_t* blk = src + b * 210;

@@ -21,8 +21,8 @@ const char kBackendFlagsUsage[] =
     "  --kv-budget-bytes N      KV cache memory (default: cpu 268435456, cuda from the fraction)\n"
     "  --kv-dtype f16|f32|q8_0  KV cache storage type (default f16; f32 and q8_0 on cpu only)\n"
     "  --matmul-precision fp32|int8\n"
-    "                           CPU matmul activations (default fp32; int8: faster batches on\n"
-    "                           AVX-512 VNNI CPUs, slightly different logits)\n";
+    "                           CPU matmul activations (default fp32; int8: faster on AVX-512\n"
+    "                           VNNI CPUs, one token or many, slightly different logits)\n";
 
 namespace {
 

@@ -5,6 +5,7 @@ opt out, the metrics are exported, and bad settings are refused at start-up."""
 import concurrent.futures
 import json
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -140,8 +141,15 @@ def test_metrics_describe_acceptance(servers):
     text = spec.metrics_text()
     assert 'strata_speculative_acceptance_length_bucket{proposer="ngram",le="0"}' in text
     assert 'strata_speculative_tokens_per_step_count{proposer="ngram"}' in text
-    verifications = spec.metric("strata_speculative_verifications_total", 'proposer="ngram"')
-    per_step = spec.metric("strata_speculative_tokens_per_step_count", 'proposer="ngram"')
+    # A scrape collects one family after another while the engine may still publish the last
+    # step: the two agree once it has (within a few scrapes of the reply).
+    deadline = time.monotonic() + 10
+    while True:
+        verifications = spec.metric("strata_speculative_verifications_total", 'proposer="ngram"')
+        per_step = spec.metric("strata_speculative_tokens_per_step_count", 'proposer="ngram"')
+        if per_step == verifications or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert verifications > 0 and per_step == verifications
 
 

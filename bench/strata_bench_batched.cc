@@ -335,8 +335,8 @@ struct EngineSetup {
   EngineOptions options;
   int threads = 0;      // --threads as given (0: one per core; 0 on a non-CPU backend)
   std::string backend;  // Describe()
-  strata::backend::cpu::MatMulPrecision matmul_precision =
-      strata::backend::cpu::MatMulPrecision::kFp32;
+  strata::backend::cpu::MatMulPrecisionSetting matmul_precision =
+      strata::backend::cpu::MatMulPrecisionSetting::kFp32;
   strata::backend::KvGeometry geometry;
 };
 
@@ -345,7 +345,7 @@ void AddEngineFields(const EngineSetup& e, JsonLine* line) {
   line->Int("threads", e.threads)
       .Str("backend", e.backend)
       .Str("matmul_precision",
-           std::string(strata::backend::cpu::MatMulPrecisionName(e.matmul_precision)))
+           std::string(strata::backend::cpu::MatMulPrecisionSettingName(e.matmul_precision)))
       .Int("max_batched_tokens", o.scheduler.max_batched_tokens)
       .Int("max_batch_size", o.scheduler.max_batch_size)
       .Int("long_prefill_chunk", o.scheduler.long_prefill_chunk)

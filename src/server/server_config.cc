@@ -72,8 +72,9 @@ const std::vector<Setting>& Settings() {
        &ServerConfig::matmul_precision,
        0,
        0,
-       {"int8", "fp32"},
-       "CPU matmul activations: int8 (llama.cpp-like rounding, faster; fp32 kernels on CPUs "
+       {"auto", "int8", "fp32"},
+       "CPU matmul activations: auto (per weight type, the faster of int8 and fp32 measured on "
+       "the model's matrices at start-up), int8 (llama.cpp-like rounding; fp32 kernels on CPUs "
        "without AVX-512 VNNI) or fp32 (exact)"},
       {"kv_budget_bytes",
        &ServerConfig::kv_budget_bytes,

@@ -49,8 +49,8 @@ StatusOr<backend::BackendSpec> BackendSpecFromConfig(const ServerConfig& config)
     return InvalidArgumentError("--kv-dtype must be f16, f32 or q8_0, got '" + config.kv_dtype +
                                 "'");
   }
-  if (!backend::cpu::ParseMatMulPrecision(config.matmul_precision, &spec.matmul_precision)) {
-    return InvalidArgumentError("--matmul-precision must be fp32 or int8, got '" +
+  if (!backend::cpu::ParseMatMulPrecisionSetting(config.matmul_precision, &spec.matmul_precision)) {
+    return InvalidArgumentError("--matmul-precision must be fp32, int8 or auto, got '" +
                                 config.matmul_precision + "'");
   }
   spec.device = config.device;

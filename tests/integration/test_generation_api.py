@@ -108,6 +108,15 @@ def test_tokenize_detokenize_and_model_info(server):
     assert info.chat_template == "gemma"
     assert info.kv_cache_tokens > 0 and info.max_batch_size > 0
     assert info.backend.startswith("cpu")
+    # The default --matmul-precision auto times each weight type both ways at start-up where the
+    # CPU has the int8 kernels (AVX-512 VNNI), and runs fp32 elsewhere.
+    with open("/proc/cpuinfo") as f:
+        vnni = "avx512_vnni" in f.read()
+    if vnni:
+        for part in ("matmul, measured (", "Q8_0 ", "Q4_K ", "Q6_K "):
+            assert part in info.backend, info.backend
+    else:
+        assert "fp32 matmul" in info.backend, info.backend
     with pytest.raises(grpc.RpcError) as e:
         server.stub.Detokenize(pb.DetokenizeRequest(token_ids=[262144]))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT

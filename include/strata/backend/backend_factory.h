@@ -18,6 +18,7 @@
 #include "strata/backend/backend.h"
 #include "strata/backend/cpu/kv_storage.h"
 #include "strata/backend/cpu/matmul.h"
+#include "strata/backend/cpu/matmul_plan.h"
 #include "strata/backend/cuda/cuda_backend.h"
 #include "strata/common/status.h"
 #include "strata/model/gguf_file.h"
@@ -58,7 +59,7 @@ struct BackendSpec {
   // CPU only.
   int32_t threads = 0;  // 0: one per core
   cpu::KvDtype kv_dtype = cpu::KvDtype::kF16;
-  cpu::MatMulPrecision matmul_precision = cpu::MatMulPrecision::kFp32;
+  cpu::MatMulPrecisionSetting matmul_precision = cpu::MatMulPrecisionSetting::kFp32;
   // > 0: only the first max_layers layers, then the output head (self-speculation's draft).
   int32_t max_layers = 0;
 

@@ -37,9 +37,10 @@ struct ServerConfig {
   // (backend_factory.h).
   std::string cuda_f16_weights = "auto";
   int32_t threads = 0;  // CPU threads; 0 = one per core
-  // "int8" or "fp32" (CPU matmul activations). int8, as llama.cpp does, is the faster one for
-  // every batch size on AVX-512 VNNI CPUs; elsewhere it runs the fp32 kernels.
-  std::string matmul_precision = "int8";
+  // "auto", "int8" or "fp32" (CPU matmul activations, matmul_plan.h). auto times the model's
+  // matrices both ways at start-up and runs each weight type at the faster one (int8, as
+  // llama.cpp does, on the AVX-512 VNNI CPUs measured so far; fp32 on CPUs without VNNI).
+  std::string matmul_precision = "auto";
   int64_t kv_budget_bytes = 0;   // 0 = the backend's default (CPU 256 MiB, CUDA from the fraction)
   std::string kv_dtype = "f16";  // "f16", "f32" or "q8_0"
   int32_t kv_block_size = 16;    // tokens per KV block

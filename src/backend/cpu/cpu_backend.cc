@@ -75,7 +75,32 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::GgufFile& 
   }
   STRATA_ASSIGN_OR_RETURN(b->kv_, KvStorage::Create(kv));
   b->pool_ = std::make_unique<ThreadPool>(options.num_threads);
+  b->matmul_plan_ = b->ChooseMatMulPlan();
   return b;
+}
+
+MatMulPlan CpuBackend::ChooseMatMulPlan() {
+  if (options_.matmul_plan.has_value()) return *options_.matmul_plan;
+  switch (options_.matmul_precision) {
+    case MatMulPrecisionSetting::kFp32:
+      return MatMulPlan(MatMulPrecision::kFp32);
+    case MatMulPrecisionSetting::kInt8:
+      return MatMulPlan(MatMulPrecision::kInt8);
+    case MatMulPrecisionSetting::kAuto:
+      break;
+  }
+  // Every matrix a forward pass multiplies with, once per layer; the head once.
+  std::vector<MatMulUse> uses;
+  auto add = [&](const model::MatrixView& m) {
+    uses.push_back({WeightMatrix{m.type, m.data, m.rows, m.cols}, 1});
+  };
+  add(weights_.output);
+  for (const model::LayerWeights& l : weights_.layers) {
+    for (const model::MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) {
+      add(*m);
+    }
+  }
+  return cpu::ChooseMatMulPlan(MeasureMatMulPrecisions(uses, pool_.get()));
 }
 
 KvGeometry CpuBackend::kv_geometry() const {
@@ -87,11 +112,8 @@ KvGeometry CpuBackend::kv_geometry() const {
 }
 
 std::string CpuBackend::Describe() const {
-  // int8 runs only where the CPU has the integer kernels (the fp32 ones otherwise): say which.
-  const bool int8 = options_.matmul_precision == MatMulPrecision::kInt8 &&
-                    MatMulInt8Supports(model::GgmlType::kQ8_0);
   return "cpu (" + std::string(MatMulIsa()) + ", " + std::to_string(num_threads()) + " threads, " +
-         (int8 ? "int8" : "fp32") + " matmul, " + KvDtypeName(kv_->config().dtype) + " KV)";
+         matmul_plan_.Describe() + ", " + KvDtypeName(kv_->config().dtype) + " KV)";
 }
 
 Status CpuBackend::Validate(const Batch& batch) const {
@@ -100,7 +122,7 @@ Status CpuBackend::Validate(const Batch& batch) const {
 
 void CpuBackend::MatMul(const model::MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   WeightMatrix m{w.type, w.data, w.rows, w.cols};
-  cpu::MatMul(m, x, n_tokens, y, pool_.get(), MatMulOptions{options_.matmul_precision});
+  cpu::MatMul(m, x, n_tokens, y, pool_.get(), MatMulOptions{matmul_plan_.For(w.type)});
 }
 
 void CpuBackend::Embed(const Batch& batch, float* x) {

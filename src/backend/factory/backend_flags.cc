@@ -20,9 +20,10 @@ const char kBackendFlagsUsage[] =
     "  --threads N              CPU threads (default: one per core)\n"
     "  --kv-budget-bytes N      KV cache memory (default: cpu 268435456, cuda from the fraction)\n"
     "  --kv-dtype f16|f32|q8_0  KV cache storage type (default f16; f32 and q8_0 on cpu only)\n"
-    "  --matmul-precision fp32|int8\n"
+    "  --matmul-precision fp32|int8|auto\n"
     "                           CPU matmul activations (default fp32; int8: faster on AVX-512\n"
-    "                           VNNI CPUs, one token or many, slightly different logits)\n";
+    "                           VNNI CPUs, one token or many, slightly different logits; auto:\n"
+    "                           per weight type, the one measured faster at start-up)\n";
 
 namespace {
 
@@ -86,9 +87,9 @@ Status ApplyBackendFlag(std::string_view flag, std::string_view value, BackendSp
   } else if (flag == "--kv-dtype") {
     if (!cpu::ParseKvDtype(value, &spec->kv_dtype)) return Bad(flag, value, "f16, f32 or q8_0");
   } else if (flag == "--matmul-precision") {
-    cpu::MatMulPrecision precision;
-    if (!cpu::ParseMatMulPrecision(std::string(value), &precision)) {
-      return Bad(flag, value, "fp32 or int8");
+    cpu::MatMulPrecisionSetting precision;
+    if (!cpu::ParseMatMulPrecisionSetting(value, &precision)) {
+      return Bad(flag, value, "fp32, int8 or auto");
     }
     spec->matmul_precision = precision;
   } else {

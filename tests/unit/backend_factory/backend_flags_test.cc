@@ -35,7 +35,9 @@ TEST(BackendFlags, EachFlagSetsItsField) {
   ASSERT_TRUE(ApplyBackendFlag("--kv-dtype", "q8_0", &spec).ok());
   EXPECT_EQ(spec.kv_dtype, cpu::KvDtype::kQ8_0);
   ASSERT_TRUE(ApplyBackendFlag("--matmul-precision", "int8", &spec).ok());
-  EXPECT_EQ(spec.matmul_precision, cpu::MatMulPrecision::kInt8);
+  EXPECT_EQ(spec.matmul_precision, cpu::MatMulPrecisionSetting::kInt8);
+  ASSERT_TRUE(ApplyBackendFlag("--matmul-precision", "auto", &spec).ok());
+  EXPECT_EQ(spec.matmul_precision, cpu::MatMulPrecisionSetting::kAuto);
 }
 
 TEST(BackendFlags, BadValuesAreInvalidArgumentNamingTheFlagAndLeaveTheSpec) {

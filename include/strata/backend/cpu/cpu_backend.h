@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "strata/backend/backend.h"
 #include "strata/backend/cpu/kv_storage.h"
 #include "strata/backend/cpu/matmul.h"
+#include "strata/backend/cpu/matmul_plan.h"
 #include "strata/backend/cpu/thread_pool.h"
 #include "strata/model/gguf_file.h"
 #include "strata/model/model_config.h"
@@ -23,9 +25,13 @@ struct CpuBackendOptions {
   int64_t kv_budget_bytes = 256 << 20;  // memory for the KV cache
   KvDtype kv_dtype = KvDtype::kF16;
   int32_t block_size = 16;  // tokens per KV block
-  // Activation precision of every weight matmul (see matmul.h). kInt8 is opt-in: faster for
-  // batches on AVX-512 VNNI CPUs, with logits that differ slightly from kFp32's.
-  MatMulPrecision matmul_precision = MatMulPrecision::kFp32;
+  // Activation precision of the weight matmuls (matmul.h, matmul_plan.h). kInt8 and kAuto are
+  // opt-in: int8 is faster on AVX-512 VNNI CPUs, with logits that differ slightly from fp32's;
+  // kAuto times the model's matrices both ways when the backend is created (a fraction of a
+  // second for small models) and runs each weight type at the faster precision.
+  MatMulPrecisionSetting matmul_precision = MatMulPrecisionSetting::kFp32;
+  // When set, used as is instead of the setting (tests; a plan measured before).
+  std::optional<MatMulPlan> matmul_plan;
   // > 0: run only the model's first `max_layers` layers, then its output norm and head (the
   // draft of self-speculation: the same weights, truncated). 0 or >= the model's: all.
   int32_t max_layers = 0;
@@ -45,10 +51,13 @@ class CpuBackend final : public Backend {
 
   const model::ModelWeights& weights() const { return weights_; }
   int num_threads() const { return pool_->size(); }
+  const MatMulPlan& matmul_plan() const { return matmul_plan_; }
 
  private:
   CpuBackend() = default;
 
+  // The plan the options ask for; kAuto measures it on pool_.
+  MatMulPlan ChooseMatMulPlan();
   Status Validate(const Batch& batch) const;
   void Embed(const Batch& batch, float* x);
   void AttentionBlock(int64_t layer, const Batch& batch, int64_t n_tokens);
@@ -58,6 +67,7 @@ class CpuBackend final : public Backend {
   model::ModelConfig config_;
   model::ModelWeights weights_;
   CpuBackendOptions options_;
+  MatMulPlan matmul_plan_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<KvStorage> kv_;
 

@@ -15,8 +15,8 @@
 //
 // Precision (MatMulOptions::precision):
 // - kFp32 (the default): as above; activations stay fp32.
-// - kInt8 (opt-in here; strata-server's default): each token's activations are quantized per
-// 32-column block to int8 with one
+// - kInt8 (opt-in here; strata-server's default runs it for each weight type it measures faster,
+//   matmul_plan.h): each token's activations are quantized per 32-column block to int8 with one
 //   fp32 scale (QuantizeRowInt8: d = amax / 127, q = round-to-nearest-even(x * (1 / d)),
 //   clamped to [-127, 127]; an all-zero block gets d = 0 and q = 0, as llama.cpp's q8_0
 //   activations but with the scale kept in fp32), and the products run in integers with

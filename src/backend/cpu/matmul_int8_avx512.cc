@@ -316,34 +316,42 @@ STRATA_SIMD_INLINE void AccumulateBlock32(const TokenRow (&tok)[T], int64_t blk,
   }
 }
 
-template <int T>
-STRATA_SIMD_INLINE void StoreRows(const __m512 acc[T], int64_t t0, float* y, int64_t ldy) {
+// The frame of every direct pass: the T token rows from t0 and their accumulators; per block of
+// kCols columns (kBytes per row), a prefetch of the next row group's share, then Block::Run's
+// unpacking and products; at the end the 16 rows' results for each token. `offsets` (lane r:
+// the byte offset of row r) serve the gathers.
+template <int T, class Block, int64_t kCols, int64_t kBytes>
+STRATA_SIMD_INLINE void DirectPass(const uint8_t* src, int64_t row_bytes, __m512i offsets,
+                                   const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
+  const int64_t nb = x.cols / kCols;
+  const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
+  TokenRow tok[T];
+  __m512 acc[T];
+  StartTokens(x, t0, tok, acc);
+  for (int64_t b = 0; b < nb; ++b) {
+    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
+    Block::template Run<T>(src + b * kBytes, b, row_bytes, offsets, tok, acc);
+  }
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + (t0 + t) * ldy, acc[t]);
 }
 
 // Q4_0 / Q5_0 (kHigh: the 5th bits from the block's qh word): value = code - 8 (Q4_0) or
 // code - 16 (Q5_0), codes kept unsigned.
-template <bool kHigh, int T>
-STRATA_SIMD_INLINE void DirectLegacy(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                     const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
-  constexpr int kBytes = kHigh ? 22 : 18;
-  constexpr int kQs = kHigh ? 6 : 2;
-  const int64_t nb = x.cols / 32;
-  const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
-  // The shuffle puts byte j of each lane's qh word in all 4 bytes of the lane (vpshufb indexes
-  // within 128 bits: lane p of 4 at bytes 4p .. 4p + 3); then bit k (low_bits) or 4 + k
-  // (high_bits) of it is tested in byte k.
-  const __m512i lane_bytes = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
-  const __m512i low_bits = _mm512_set1_epi32(0x08040201);
-  const __m512i high_bits = _mm512_set1_epi32(static_cast<int32_t>(0x80402010u));
-  const __m512i sixteen = _mm512_set1_epi8(16);
-  TokenRow tok[T];
-  __m512 acc[T];
-  StartTokens(x, t0, tok, acc);
-  for (int64_t b = 0; b < nb; ++b) {
-    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
-    const uint8_t* blk = src + b * kBytes;
+template <bool kHigh>
+struct DirectLegacy {
+  static constexpr int kQs = kHigh ? 6 : 2;  // where the nibbles start
+
+  template <int T>
+  STRATA_SIMD_INLINE static void Run(const uint8_t* blk, int64_t b, int64_t row_bytes,
+                                     __m512i offsets, const TokenRow (&tok)[T], __m512 (&acc)[T]) {
+    // The shuffle puts byte j of each lane's qh word in all 4 bytes of the lane (vpshufb indexes
+    // within 128 bits: lane p of 4 at bytes 4p .. 4p + 3); then bit k (low_bits) or 4 + k
+    // (high_bits) of it is tested in byte k.
+    const __m512i lane_bytes = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+    const __m512i low_bits = _mm512_set1_epi32(0x08040201);
+    const __m512i high_bits = _mm512_set1_epi32(static_cast<int32_t>(0x80402010u));
+    const __m512i sixteen = _mm512_set1_epi8(16);
     const __m512 dw = HalvesToFloat<false>(GatherRows(blk, offsets));
     __m512i w[4];
     LoadRows(blk + kQs, row_bytes, w);
@@ -371,22 +379,14 @@ STRATA_SIMD_INLINE void DirectLegacy(const uint8_t* src, int64_t row_bytes, __m5
     }
     AccumulateBlock32<T>(tok, b, kHigh ? 3 : 4, lo, hi, dw, acc);
   }
-  StoreRows<T>(acc, t0, y, ldy);
-}
+};
 
 // Q8_0: the signed codes shifted by 128, as in the stage.
-template <int T>
-STRATA_SIMD_INLINE void DirectQ8_0(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                   const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
-  const int64_t nb = x.cols / 32;
-  const int64_t prefetch_step = (kRows * row_bytes + nb - 1) / nb;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  TokenRow tok[T];
-  __m512 acc[T];
-  StartTokens(x, t0, tok, acc);
-  for (int64_t b = 0; b < nb; ++b) {
-    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
-    const uint8_t* blk = src + b * 34;
+struct DirectQ8_0 {
+  template <int T>
+  STRATA_SIMD_INLINE static void Run(const uint8_t* blk, int64_t b, int64_t row_bytes,
+                                     __m512i offsets, const TokenRow (&tok)[T], __m512 (&acc)[T]) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512 dw = HalvesToFloat<false>(GatherRows(blk, offsets));
     __m512i wv[2][4];
 #pragma GCC unroll 2
@@ -397,27 +397,19 @@ STRATA_SIMD_INLINE void DirectQ8_0(const uint8_t* src, int64_t row_bytes, __m512
     }
     AccumulateBlock32<T>(tok, b, 0, wv[0], wv[1], dw, acc);
   }
-  StoreRows<T>(acc, t0, y, ldy);
-}
+};
 
 // Q4_K: per 256-column superblock, the 16 rows' d, dmin and packed 6-bit scales and mins come
 // in four gathers and are unpacked as KScales does, 16 rows at a time; each 32 bytes of
 // nibbles hold two 32-column sub-blocks (low nibbles, then high).
-template <int T>
-STRATA_SIMD_INLINE void DirectQ4_K(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                   const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
-  const int64_t nsb = x.cols / 256;
-  const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
-  const __m512i six_bits = _mm512_set1_epi8(0x3f);
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  const __m512i top2 = _mm512_set1_epi8(0x30);
-  const __m512i byte = _mm512_set1_epi32(0xff);
-  TokenRow tok[T];
-  __m512 acc[T];
-  StartTokens(x, t0, tok, acc);
-  for (int64_t b = 0; b < nsb; ++b) {
-    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
-    const uint8_t* blk = src + b * 144;
+struct DirectQ4_K {
+  template <int T>
+  STRATA_SIMD_INLINE static void Run(const uint8_t* blk, int64_t b, int64_t row_bytes,
+                                     __m512i offsets, const TokenRow (&tok)[T], __m512 (&acc)[T]) {
+    const __m512i six_bits = _mm512_set1_epi8(0x3f);
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i top2 = _mm512_set1_epi8(0x30);
+    const __m512i byte = _mm512_set1_epi32(0xff);
     const __m512i dd = GatherRows(blk, offsets);
     const __m512 d = HalvesToFloat<false>(dd);
     const __m512 neg_dmin = _mm512_xor_ps(HalvesToFloat<true>(dd), _mm512_set1_ps(-0.0f));
@@ -465,8 +457,7 @@ STRATA_SIMD_INLINE void DirectQ4_K(const uint8_t* src, int64_t row_bytes, __m512
       }
     }
   }
-  StoreRows<T>(acc, t0, y, ldy);
-}
+};
 
 // Q6_K: value = code - 32 with a 6-bit code (4 bits from ql, 2 from qh) and a scale per 16
 // columns. Element 128 h + 32 s + 16 k + l of a superblock takes nibble s / 2 of
@@ -488,17 +479,10 @@ STRATA_SIMD_INLINE __m512 Q6Scale(const __m512i scales[4], int sub, __m512 d) {
 // each of ql (two) and qh serves the four blocks; their integer sums are all taken first, then
 // the fma chain runs in column order as in Pass. More tokens: their sums would not fit the
 // registers, so each block reloads its ql bytes and runs its chain at once.
-template <int T>
-STRATA_SIMD_INLINE void DirectQ6_K(const uint8_t* src, int64_t row_bytes, __m512i offsets,
-                                   const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
-  const int64_t nsb = x.cols / 256;
-  const int64_t prefetch_step = (kRows * row_bytes + nsb - 1) / nsb;
-  TokenRow tok[T];
-  __m512 acc[T];
-  StartTokens(x, t0, tok, acc);
-  for (int64_t b = 0; b < nsb; ++b) {
-    PrefetchRange(src + kRows * row_bytes + b * prefetch_step, prefetch_step);
-    const uint8_t* blk = src + b * 210;
+struct DirectQ6_K {
+  template <int T>
+  STRATA_SIMD_INLINE static void Run(const uint8_t* blk, int64_t b, int64_t row_bytes,
+                                     __m512i offsets, const TokenRow (&tok)[T], __m512 (&acc)[T]) {
     // d: the high half of the word at byte 206 (the block's last bytes).
     const __m512 d = HalvesToFloat<true>(GatherRows(blk + 206, offsets));
     __m512i scales[4];  // byte j of scales[i]: the int8 scale of 16-column sub-block 4i + j
@@ -560,8 +544,7 @@ STRATA_SIMD_INLINE void DirectQ6_K(const uint8_t* src, int64_t row_bytes, __m512
       }
     }
   }
-  StoreRows<T>(acc, t0, y, ldy);
-}
+};
 
 // The most tokens Direct takes for Decoder (0: none; staged passes take the rest). Measured:
 // Q6_K's pass for several tokens, which reloads ql per block, loses to the stage at 16 tokens.
@@ -583,15 +566,15 @@ STRATA_SIMD_NOINLINE void Direct(const uint8_t* src, int64_t row_bytes, const In
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(row_bytes)));
   if constexpr (std::is_same_v<Decoder, DecodeQ8_0>) {
-    DirectQ8_0<T>(src, row_bytes, offsets, x, t0, y, ldy);
+    DirectPass<T, DirectQ8_0, 32, 34>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ4_0>) {
-    DirectLegacy<false, T>(src, row_bytes, offsets, x, t0, y, ldy);
+    DirectPass<T, DirectLegacy<false>, 32, 18>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ5_0>) {
-    DirectLegacy<true, T>(src, row_bytes, offsets, x, t0, y, ldy);
+    DirectPass<T, DirectLegacy<true>, 32, 22>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ4_K>) {
-    DirectQ4_K<T>(src, row_bytes, offsets, x, t0, y, ldy);
+    DirectPass<T, DirectQ4_K, 256, 144>(src, row_bytes, offsets, x, t0, y, ldy);
   } else if constexpr (std::is_same_v<Decoder, DecodeQ6_K>) {
-    DirectQ6_K<T>(src, row_bytes, offsets, x, t0, y, ldy);
+    DirectPass<T, DirectQ6_K, 256, 210>(src, row_bytes, offsets, x, t0, y, ldy);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "random_weights.h"
+#include "small_synthetic_model.h"
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/model/gguf_file.h"
 #include "strata/model/synthetic_model.h"
@@ -127,17 +128,8 @@ TEST(MeasureMatMulPrecisions, TimesEachIntegerTypeBothWaysWeightedByUses) {
 class MatMulPlanBackend : public ::testing::Test {
  protected:
   void SetUp() override {
-    model::SyntheticModelSpec spec;
-    spec.n_embd = 256;
-    spec.n_layers = 2;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.head_dim = 64;
-    spec.n_ff = 512;
-    spec.vocab_size = 320;
-    spec.context_length = 64;
-    spec.ftype = model::SyntheticFtype::kQ4_K;  // Q4_K matrices, Q6_K head and ffn_down
-    spec.seed = 5;
+    // Q4_K matrices, a Q6_K head and ffn_down.
+    const model::SyntheticModelSpec spec = SmallSyntheticSpec(model::SyntheticFtype::kQ4_K, 5);
     // One file per test: ctest runs the tests of this fixture at once, and the file is mapped.
     path_ = ::testing::TempDir() + "matmul_plan_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf";

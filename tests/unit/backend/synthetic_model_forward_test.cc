@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "small_synthetic_model.h"
 #include "strata/backend/cpu/cpu_backend.h"
 #include "strata/model/gguf_file.h"
 #include "strata/model/synthetic_model.h"
@@ -21,19 +22,7 @@ using model::SyntheticFtype;
 class SyntheticModelForward : public ::testing::TestWithParam<SyntheticFtype> {};
 
 TEST_P(SyntheticModelForward, GivesFiniteSpreadLogitsForAPromptAndADecodeStep) {
-  model::SyntheticModelSpec spec;
-  spec.n_embd = 256;
-  spec.n_layers = 2;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.head_dim = 64;
-  spec.n_ff = 512;
-  spec.vocab_size = 320;
-  spec.context_length = 64;
-  spec.rope_base = 500000.0f;
-  spec.llama3_rope_factor = 8.0f;
-  spec.ftype = GetParam();
-  spec.seed = 3;
+  const model::SyntheticModelSpec spec = SmallSyntheticSpec(GetParam(), 3);
   const std::string path = ::testing::TempDir() + "synthetic_forward_" +
                            std::string(model::SyntheticFtypeName(GetParam())) + ".gguf";
   ASSERT_TRUE(model::WriteSyntheticModel(spec, path, 2).ok());

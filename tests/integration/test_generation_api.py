@@ -10,7 +10,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from strata_server import Server, greedy, idle_kv, pb
+from strata_server import Server, greedy, idle_kv, pb, sanitized
 
 PROMPT = "Once upon a time, in a small village by the sea,"
 MAX_MESSAGE = 65536
@@ -112,7 +112,9 @@ def test_tokenize_detokenize_and_model_info(server):
     # CPU has the int8 kernels (AVX-512 VNNI), and runs fp32 elsewhere.
     with open("/proc/cpuinfo") as f:
         vnni = "avx512_vnni" in f.read()
-    if vnni:
+    if sanitized():  # the harness serves with fp32 there (strata_server.py)
+        assert "fp32 matmul" in info.backend, info.backend
+    elif vnni:
         for part in ("matmul, measured (", "Q8_0 ", "Q4_K ", "Q6_K "):
             assert part in info.backend, info.backend
     else:

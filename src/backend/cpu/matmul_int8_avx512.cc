@@ -615,6 +615,19 @@ STRATA_SIMD_INLINE void DecodingPass(int64_t tn, const Stage& stage, const uint8
 template <class Decoder, Kind K>
 STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t rows,
                                  const Int8Tokens& x, int64_t n_tokens, float* y, int64_t ldy) {
+  // Full groups of 16 rows straight from the weights where the format and token count allow;
+  // the stage serves the rest (all groups, or a last partial one).
+  int64_t r_staged = 0;
+  constexpr int kDirect = kDirectTokens<Decoder>;
+  if constexpr (kDirect > 0) {
+    if (n_tokens <= kDirect && kRows * row_bytes < (int64_t{1} << 31)) {
+      for (; r_staged + kRows <= rows; r_staged += kRows) {
+        DirectTokens<Decoder, kDirect>(n_tokens, w + r_staged * row_bytes, row_bytes, x, 0,
+                                       y + r_staged, ldy);
+      }
+      if (r_staged == rows) return;
+    }
+  }
   const int64_t keep = n_tokens > kMaxTokens ? 1 : 0;
   const int64_t chunks = keep != 0 ? x.cols / 32 : Decoder::kElems / 32;
   const int64_t halves = K == Kind::kSigned16 ? 2 : 1;
@@ -626,16 +639,8 @@ STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t ro
   const Stage stage{base, reinterpret_cast<float*>(base + code_bytes),
                     reinterpret_cast<float*>(base + code_bytes + d_bytes), keep};
   const int64_t first = n_tokens % kMaxTokens != 0 ? n_tokens % kMaxTokens : kMaxTokens;
-  constexpr int kDirect = kDirectTokens<Decoder>;
-  const bool direct = n_tokens <= kDirect && kRows * row_bytes < (int64_t{1} << 31);
-  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+  for (int64_t r0 = r_staged; r0 < rows; r0 += kRows) {
     const int rn = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
-    if constexpr (kDirect > 0) {
-      if (direct && rn == kRows) {
-        DirectTokens<Decoder, kDirect>(n_tokens, w + r0 * row_bytes, row_bytes, x, 0, y + r0, ldy);
-        continue;
-      }
-    }
     if (rn < kRows) {
       // Lanes without a row: computed, never stored; zeros keep them defined.
       std::memset(base, 0, code_bytes + d_bytes + m_bytes);

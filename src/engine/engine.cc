@@ -713,10 +713,10 @@ EngineStats Engine::Stats() const {
 
 void Engine::PublishStats(const SchedulerOutput* out) {
   const SchedulerStats ss = scheduler_.Stats();
-  // Admission counts the batch slots the next step can fill as well as the queue's backlog.
-  const int64_t free_slots =
-      int64_t{options_.scheduler.max_batch_size} - ss.num_running - ss.num_waiting;
-  queue_.SetSchedulerRoom(static_cast<size_t>(std::max<int64_t>(free_slots, 0)));
+  // Admission counts the batch slots the next step can fill as well as the queue's backlog;
+  // sequences waiting beyond those slots count against the backlog (a negative room).
+  queue_.SetSchedulerRoom(int64_t{options_.scheduler.max_batch_size} - ss.num_running -
+                          ss.num_waiting);
   EngineStats snapshot;
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);

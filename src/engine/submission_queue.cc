@@ -15,7 +15,8 @@ Status SubmissionQueue::Push(Submission submission) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return UnavailableError("the engine is shutting down");
-    if (entries_.size() >= capacity_ + scheduler_room_) {
+    if (static_cast<int64_t>(entries_.size()) >=
+        static_cast<int64_t>(capacity_) + scheduler_room_) {
       return ResourceExhaustedError("the request queue is full (" +
                                     std::to_string(entries_.size()) +
                                     " requests waiting, every batch slot taken); retry later");
@@ -27,7 +28,7 @@ Status SubmissionQueue::Push(Submission submission) {
   return OkStatus();
 }
 
-void SubmissionQueue::SetSchedulerRoom(size_t room) {
+void SubmissionQueue::SetSchedulerRoom(int64_t room) {
   std::lock_guard<std::mutex> lock(mutex_);
   scheduler_room_ = room;
 }
@@ -42,8 +43,9 @@ size_t SubmissionQueue::Pop(size_t max, std::vector<Submission>* out) {
     entries_.erase(it);
     ++n;
   }
-  // What was taken fills the scheduler's slots until the engine reports its room again.
-  scheduler_room_ -= std::min(n, scheduler_room_);
+  // What was taken fills the scheduler's slots, and beyond them counts against the capacity,
+  // until the engine reports its room again.
+  scheduler_room_ -= static_cast<int64_t>(n);
   return n;
 }
 

@@ -5,7 +5,9 @@
 // sequences. Admission counts what the scheduler can take at its next step as well as the
 // backlog: the queue holds `capacity` requests plus the scheduler's free batch slots (the
 // engine reports them after every step, SetSchedulerRoom), so a burst that arrives between two
-// steps is not refused while batch slots stay empty. A full queue refuses at once
+// steps is not refused while batch slots stay empty. Sequences the engine has taken beyond its
+// free slots wait in the scheduler and count against `capacity` as if still queued, so what
+// waits in all stays within `capacity` beyond the batch. A full queue refuses at once
 // (RESOURCE_EXHAUSTED: the client may retry elsewhere) rather than letting latency grow
 // without bound.
 //
@@ -43,11 +45,13 @@ class SubmissionQueue {
   // after Close().
   Status Push(Submission submission);
 
-  // The batch slots the scheduler has free for new sequences now.
-  void SetSchedulerRoom(size_t room);
+  // The batch slots the scheduler has free for new sequences now: its batch size less its
+  // running and waiting sequences, negative when more wait than the free slots take.
+  void SetSchedulerRoom(int64_t room);
 
   // Moves up to `max` requests, highest priority first (FIFO within a priority), to the back
-  // of *out; they take as many of the scheduler's free slots. Returns how many.
+  // of *out; they take as many of the scheduler's free slots (beyond them, of the capacity,
+  // until the engine reports its room again). Returns how many.
   size_t Pop(size_t max, std::vector<Submission>* out);
 
   // Moves the queued request `id` to *out (to be finished as cancelled) and returns true;
@@ -82,7 +86,7 @@ class SubmissionQueue {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::set<Entry> entries_;  // in pop order
-  size_t scheduler_room_ = 0;
+  int64_t scheduler_room_ = 0;
   uint64_t next_order_ = 0;
   bool closed_ = false;
   bool woken_ = false;

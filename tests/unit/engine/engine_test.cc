@@ -493,6 +493,28 @@ TEST_F(EngineTest, AdmissionCountsTheSchedulersFreeBatchSlots) {
   EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);
 }
 
+// Sequences the engine takes beyond the scheduler's free slots wait there and count against
+// the queue's backlog: what waits in all stays within max_queued_requests beyond the batch.
+TEST_F(EngineTest, SequencesWaitingBeyondTheFreeSlotsCountAgainstTheQueue) {
+  auto backend = MakeBackend(int64_t{1} << 20);
+  EngineOptions options;
+  options.max_queued_requests = 2;
+  options.scheduler.max_batch_size = 4;
+  auto engine = MakeEngine(backend.get(), options);
+  Request r;
+  r.prompt = Prompt(0, 5);
+  r.params = Greedy(8);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(engine->Submit(r).ok()) << i;
+  bool did_work = false;
+  ASSERT_TRUE(engine->Step(&did_work).ok());  // 2 run, 2 slots free
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine->Submit(r).ok()) << i;
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);
+  // The engine takes all 4 into its scheduler: 2 start, 2 wait there, so nothing more fits.
+  ASSERT_TRUE(engine->Step(&did_work).ok());
+  EXPECT_EQ(engine->Stats().queued, 0);
+  EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);
+}
+
 TEST_F(EngineTest, RequestBeyondTheWholeCacheIsRejectedUpFront) {
   auto backend = MakeBackend(4 * 4 * 256);  // 4 blocks = 16 tokens
   auto engine = MakeEngine(backend.get(), {});

@@ -50,6 +50,9 @@ TEST(SubmissionQueue, FullQueueRefusesWithResourceExhausted) {
   EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(full.message().find("queue is full"), std::string::npos) << full.message();
   EXPECT_EQ(PopIds(q, 1), std::vector<RequestId>({1}));
+  // 1 waits in the scheduler, which had no free slot: it still holds its place.
+  EXPECT_EQ(q.Push(Make(3, 0)).code(), StatusCode::kResourceExhausted);
+  q.SetSchedulerRoom(0);  // the engine's report once 1 has started
   EXPECT_TRUE(q.Push(Make(3, 0)).ok());  // room again
 }
 
@@ -62,7 +65,13 @@ TEST(SubmissionQueue, TheSchedulersRoomAddsToTheCapacity) {
   // The two taken filled the scheduler's two slots: only the backlog's place is left.
   EXPECT_EQ(q.Push(Make(4, 0)).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(PopIds(q, 1), std::vector<RequestId>({3}));
+  // Taken beyond the two slots, 3 waits in the scheduler and still holds the backlog's place.
+  EXPECT_EQ(q.Push(Make(4, 0)).code(), StatusCode::kResourceExhausted);
+  q.SetSchedulerRoom(-1);  // the engine's report: one more waiting than its slots take
+  EXPECT_EQ(q.Push(Make(4, 0)).code(), StatusCode::kResourceExhausted);
+  q.SetSchedulerRoom(0);  // it has started
   EXPECT_TRUE(q.Push(Make(4, 0)).ok());
+  EXPECT_EQ(q.Push(Make(5, 0)).code(), StatusCode::kResourceExhausted);
 }
 
 TEST(SubmissionQueue, RemoveTakesOutOneQueuedRequest) {

@@ -50,10 +50,21 @@ void MatMulPlan::Set(model::GgmlType type, MatMulPrecision precision) {
 
 std::string MatMulPlan::Describe() const {
   if (timings_.empty()) {
-    // A fixed plan: int8 where the CPU has the kernels (MatMul runs fp32 elsewhere).
-    const bool int8 = by_type_[TypeIndex(model::GgmlType::kQ8_0)] == MatMulPrecision::kInt8 &&
-                      MatMulInt8Supports(model::GgmlType::kQ8_0);
-    return int8 ? "int8 matmul" : "fp32 matmul";
+    // A given plan: int8 only where the CPU has the kernels (MatMul runs fp32 elsewhere).
+    std::string int8_types;
+    bool all_int8 = true;
+    for (uint32_t raw = 0; raw < by_type_.size(); ++raw) {
+      const auto type = static_cast<model::GgmlType>(raw);
+      if (!model::GgmlTypeTraitsOf(raw).has_value() || !MatMulInt8Supports(type)) continue;
+      if (For(type) != MatMulPrecision::kInt8) {
+        all_int8 = false;
+        continue;
+      }
+      int8_types +=
+          std::string(int8_types.empty() ? "" : ", ") + std::string(model::GgmlTypeName(type));
+    }
+    if (int8_types.empty()) return "fp32 matmul";
+    return all_int8 ? "int8 matmul" : "int8 matmul for " + int8_types + ", fp32 for the rest";
   }
   std::vector<model::GgmlType> types;
   bool any_int8 = false;

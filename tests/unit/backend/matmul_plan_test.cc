@@ -176,6 +176,8 @@ TEST_F(MatMulPlanBackend, EachWeightTypeRunsAtItsPlansPrecision) {
   std::unique_ptr<CpuBackend> both_again = Make(MatMulPrecisionSetting::kInt8, mixed);
   ASSERT_TRUE(fp32 && int8 && both && both_again);
   EXPECT_EQ(both->matmul_plan().For(GgmlType::kQ6_K), MatMulPrecision::kFp32);
+  EXPECT_NE(both->Describe().find("int8 matmul for Q4_K, fp32 for the rest"), std::string::npos)
+      << both->Describe();
   const std::vector<float> a = Logits(fp32.get());
   const std::vector<float> b = Logits(int8.get());
   const std::vector<float> c = Logits(both.get());

@@ -56,7 +56,9 @@ class MatMulPlan {
   const std::vector<MatMulTypeTiming>& timings() const { return timings_; }
   void set_timings(std::vector<MatMulTypeTiming> timings) { timings_ = std::move(timings); }
 
-  // For logs and ModelInfo: "int8 matmul", "fp32 matmul", or for a measured plan e.g.
+  // For logs and ModelInfo: "int8 matmul", "fp32 matmul", "int8 matmul for Q4_K, fp32 for the
+  // rest" (a given plan; types without int8 kernels on this CPU count as fp32), or for a
+  // measured plan e.g.
   // "int8 matmul, measured (Q8_0 int8 0.41x, Q6_K fp32 1.12x)": each measured type, its choice
   // and int8's time relative to fp32's (the geometric mean over the measured token counts).
   std::string Describe() const;

@@ -53,6 +53,12 @@ def sanitized() -> bool:
     return os.environ.get("STRATA_TEST_SANITIZED") == "1"
 
 
+# For a server whose tests compare outputs across batchings (alone against batched, plain against
+# speculative): int8 matmuls give a token the same bits in any batch; fp32's kernels for a few
+# tokens and for many differ in the last bits. The sanitized run serves with fp32 otherwise.
+BATCH_INVARIANT = ("--matmul-precision", "int8")
+
+
 def model_path() -> Path:
     return Path(os.environ.get("STRATA_MODEL", ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"))
 
@@ -71,7 +77,8 @@ class Server:
         if sanitized() and not any(f.startswith("--matmul-precision") for f in flags):
             # The sanitized int8 kernels check every access by a call (src/CMakeLists.txt): they
             # decode about 3x slower than fp32 there, and the default would time both at start-up.
-            # The ASan unit tests cover them; the release run serves with the default.
+            # The ASan unit tests cover them; the release run serves with the default, and
+            # servers that need batch invariance ask for int8 (BATCH_INVARIANT).
             flags = ("--matmul-precision", "fp32", *flags)
         self.proc = subprocess.Popen(
             [str(binary), "--model", str(model or model_path()), "--host", "127.0.0.1", "--grpc-port", "0",

@@ -13,7 +13,7 @@ import grpc
 import openai
 import pytest
 
-from strata_server import Server, jobs_pb, jobs_pb_grpc
+from strata_server import BATCH_INVARIANT, Server, jobs_pb, jobs_pb_grpc
 
 MODEL = "gemma-3-270m-q4_k_m"
 
@@ -66,7 +66,8 @@ def results(client, file_id):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     db = tmp_path_factory.mktemp("jobs") / "jobs.db"
-    s = Server("--jobs-db", str(db), "--max-model-len", "2048")
+    # Batch lines run batched and are compared with the same request made alone.
+    s = Server("--jobs-db", str(db), "--max-model-len", "2048", *BATCH_INVARIANT)
     s.wait_serving()
     yield s
     assert s.stop() == 0, s.log()

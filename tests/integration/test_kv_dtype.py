@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from strata_server import Server, build_dir, greedy, pb
+from strata_server import BATCH_INVARIANT, Server, build_dir, greedy, pb
 
 PROMPTS = ["The capital of France is", "Water boils at", "Once upon a time, in a village",
            "The three primary colours are", "A haiku about the sea:", "def fibonacci(n):"]
@@ -16,7 +16,7 @@ PROMPTS = ["The capital of France is", "Water boils at", "Once upon a time, in a
 @pytest.fixture(scope="module")
 def servers():
     f16 = Server()
-    q8 = Server("--kv-dtype", "q8_0")
+    q8 = Server("--kv-dtype", "q8_0", *BATCH_INVARIANT)
     f16.wait_serving()
     q8.wait_serving()
     yield f16, q8

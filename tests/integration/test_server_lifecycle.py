@@ -9,7 +9,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from strata_server import Server, greedy, pb
+from strata_server import Server, greedy, pb, sanitized
 
 PROMPT = "Once upon a time, in a small village by the sea,"
 
@@ -168,5 +168,15 @@ def test_backend_auto_on_a_cpu_machine_serves_on_the_cpu_and_says_so():
         info = server.stub.GetModelInfo(pb.GetModelInfoRequest())
         assert info.backend.startswith("cpu ("), info.backend
         assert 'backend="cpu"' in server.metrics_text(), "strata_build_info{backend} is not cpu"
+        # The default --matmul-precision auto times each weight type both ways at start-up where
+        # the CPU has the int8 kernels (AVX-512 VNNI), and runs fp32 elsewhere. (The sanitized
+        # run's harness asks for fp32.)
+        with open("/proc/cpuinfo") as f:
+            vnni = "avx512_vnni" in f.read()
+        if vnni and not sanitized():
+            for part in ("matmul, measured (", "Q8_0 ", "Q4_K ", "Q6_K "):
+                assert part in info.backend, info.backend
+        else:
+            assert "fp32 matmul" in info.backend, info.backend
     finally:
         server.stop()

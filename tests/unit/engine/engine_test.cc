@@ -473,17 +473,28 @@ TEST_F(EngineTest, SubmitRejectsBadRequestsWithClearErrors) {
   EXPECT_EQ(engine->Submit(r).status().code(), StatusCode::kResourceExhausted);
 }
 
+// The admission tests' engine: a queue of 2 places and batches of 4 sequences; and their
+// request, 5 prompt tokens and 8 greedy ones.
+EngineOptions AdmissionOptions() {
+  EngineOptions options;
+  options.max_queued_requests = 2;
+  options.scheduler.max_batch_size = 4;
+  return options;
+}
+
+Request AdmissionRequest() {
+  Request r;
+  r.prompt = Prompt(0, 5);
+  r.params = Greedy(8);
+  return r;
+}
+
 // A burst between two steps is admitted up to the queue plus the batch slots the next step can
 // fill; once the slots are taken only the queue's backlog remains.
 TEST_F(EngineTest, AdmissionCountsTheSchedulersFreeBatchSlots) {
   auto backend = MakeBackend(int64_t{1} << 20);
-  EngineOptions options;
-  options.max_queued_requests = 2;
-  options.scheduler.max_batch_size = 4;
-  auto engine = MakeEngine(backend.get(), options);
-  Request r;
-  r.prompt = Prompt(0, 5);
-  r.params = Greedy(8);
+  auto engine = MakeEngine(backend.get(), AdmissionOptions());
+  const Request r = AdmissionRequest();
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(engine->Submit(r).ok()) << i;
   const auto refused = engine->Submit(r);
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
@@ -497,13 +508,8 @@ TEST_F(EngineTest, AdmissionCountsTheSchedulersFreeBatchSlots) {
 // the queue's backlog: what waits in all stays within max_queued_requests beyond the batch.
 TEST_F(EngineTest, SequencesWaitingBeyondTheFreeSlotsCountAgainstTheQueue) {
   auto backend = MakeBackend(int64_t{1} << 20);
-  EngineOptions options;
-  options.max_queued_requests = 2;
-  options.scheduler.max_batch_size = 4;
-  auto engine = MakeEngine(backend.get(), options);
-  Request r;
-  r.prompt = Prompt(0, 5);
-  r.params = Greedy(8);
+  auto engine = MakeEngine(backend.get(), AdmissionOptions());
+  const Request r = AdmissionRequest();
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(engine->Submit(r).ok()) << i;
   bool did_work = false;
   ASSERT_TRUE(engine->Step(&did_work).ok());  // 2 run, 2 slots free

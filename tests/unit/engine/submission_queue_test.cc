@@ -52,7 +52,7 @@ TEST(SubmissionQueue, FullQueueRefusesWithResourceExhausted) {
   EXPECT_EQ(PopIds(q, 1), std::vector<RequestId>({1}));
   // 1 waits in the scheduler, which had no free slot: it still holds its place.
   EXPECT_EQ(q.Push(Make(3, 0)).code(), StatusCode::kResourceExhausted);
-  q.SetSchedulerRoom(0);  // the engine's report once 1 has started
+  q.SetSchedulerRoom(0);                 // the engine's report once 1 has started
   EXPECT_TRUE(q.Push(Make(3, 0)).ok());  // room again
 }
 

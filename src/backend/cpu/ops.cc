@@ -10,8 +10,18 @@
 namespace strata::backend::cpu {
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  // Eight partial sums in double: one dependent chain of double adds cost ~4 cycles an element
+  // (the compiler may not reorder it), ~5% of a prefill step. The order is fixed per row length,
+  // so a row's result never depends on the batch around it.
+  constexpr int64_t kLanes = 8;
+  double part[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) part[j] += static_cast<double>(x[i + j]) * x[i + j];
+  }
+  for (; i < n; ++i) part[0] += static_cast<double>(x[i]) * x[i];
+  const double sum =
+      ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }

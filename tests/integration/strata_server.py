@@ -75,11 +75,11 @@ class Server:
         self._log = open(self.log_path, "wb")
         env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
         if sanitized() and not any(f.startswith("--matmul-precision") for f in flags):
-            # The sanitized int8 kernels check every access by a call (src/CMakeLists.txt): they
-            # decode about 3x slower than fp32 there, and the default would time both at start-up.
-            # The ASan unit tests cover them; the release run serves with the default, and
-            # servers that need batch invariance ask for int8 (BATCH_INVARIANT).
-            flags = ("--matmul-precision", "fp32", *flags)
+            # The default (auto) would time both precisions at start-up, slow under the
+            # sanitizers; int8 is the faster there too (its passes check their ranges once per
+            # call: matmul_int8_avx512.cc), and is what auto picks on a VNNI CPU. On a CPU without
+            # the int8 kernels it runs fp32.
+            flags = ("--matmul-precision", "int8", *flags)
         self.proc = subprocess.Popen(
             [str(binary), "--model", str(model or model_path()), "--host", "127.0.0.1", "--grpc-port", "0",
              "--metrics-port", "0", "--http-port", "0", "--port-file", str(port_file),

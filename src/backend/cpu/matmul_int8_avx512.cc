@@ -39,13 +39,34 @@
 #include "strata/model/fp16.h"
 #include "x86_intrinsics.h"  // <immintrin.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace strata::backend::cpu::internal {
 namespace avx512_vnni {
 namespace {
 
+// In the sanitizer build (ASan + UBSan) the passes (Pass, Direct, and every helper they inline)
+// are not instrumented: an out-of-line ASan check per vector load (__asan_loadN for every 16-
+// and 64-byte access) made the int8 kernels 4x slower, and the checks of both sanitizers made
+// this file by far the longest compile of that build (288 s, 35 s in release). Instead Kernel,
+// the passes' only caller, checks once per call every byte range they may touch (the weight
+// rows, the token arrays, the outputs, the stage): CheckKernelRanges below. What that leaves
+// unchecked is an access by a pass outside those ranges, and undefined behaviour in the passes'
+// scalar index arithmetic; the int8 tests, comparing every result with the references, run in
+// the same build.
+#if defined(__SANITIZE_ADDRESS__)
+#define STRATA_PASS_UNCHECKED __attribute__((no_sanitize("address", "undefined")))
+#else
+#define STRATA_PASS_UNCHECKED
+#endif
+
 #define STRATA_SIMD_NOINLINE \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
-#define STRATA_SIMD_INLINE inline __attribute__((always_inline)) STRATA_SIMD_NOINLINE
+#define STRATA_SIMD_INLINE \
+  inline __attribute__((always_inline)) STRATA_PASS_UNCHECKED STRATA_SIMD_NOINLINE
+
 #define STRATA_SIMD_AVX512 1
 #define STRATA_DECODE_BLOCKS_ONLY 1
 
@@ -150,8 +171,9 @@ STRATA_SIMD_INLINE void PrefetchRange(const uint8_t* p, int64_t n) {
 // kDecode the pass decodes the group's weights from src into the stage as it goes (the group's
 // first pass), otherwise it reads them from the stage. y points at the group's first row.
 template <class Decoder, Kind K, int T, bool kDecode>
-STRATA_SIMD_NOINLINE void Pass(const Stage& stage, const uint8_t* src, int64_t row_bytes, int rn,
-                               const Int8Tokens& x, int64_t t0, float* y, int64_t ldy) {
+STRATA_PASS_UNCHECKED STRATA_SIMD_NOINLINE void Pass(const Stage& stage, const uint8_t* src,
+                                                     int64_t row_bytes, int rn, const Int8Tokens& x,
+                                                     int64_t t0, float* y, int64_t ldy) {
   constexpr int kChunks = Decoder::kElems / 32;
   constexpr int kHalves = K == Kind::kSigned16 ? 2 : 1;
   const int64_t cols = x.cols;
@@ -559,8 +581,9 @@ constexpr int kDirectTokens = std::is_same_v<Decoder, DecodeQ8_0> ||
 // T tokens from t0 over the full group of 16 rows at src, straight from the weights. Needs
 // 16 * row_bytes < 2^31 (the gathers' offsets).
 template <class Decoder, int T>
-STRATA_SIMD_NOINLINE void Direct(const uint8_t* src, int64_t row_bytes, const Int8Tokens& x,
-                                 int64_t t0, float* y, int64_t ldy) {
+STRATA_PASS_UNCHECKED STRATA_SIMD_NOINLINE void Direct(const uint8_t* src, int64_t row_bytes,
+                                                       const Int8Tokens& x, int64_t t0, float* y,
+                                                       int64_t ldy) {
   // Byte offset of each row (lane r: row r), for the gathers.
   const __m512i offsets =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -609,12 +632,45 @@ STRATA_SIMD_INLINE void DecodingPass(int64_t tn, const Stage& stage, const uint8
   Pass<Decoder, K, T, true>(stage, src, row_bytes, rn, x, t0, y, ldy);
 }
 
+// AddressSanitizer builds: a report (a load or store at the first bad byte) when any byte of
+// [p, p + bytes) is not addressable; nothing in other builds.
+inline void CheckRange([[maybe_unused]] const void* p, [[maybe_unused]] int64_t bytes,
+                       [[maybe_unused]] bool write) {
+#if defined(__SANITIZE_ADDRESS__)
+  if (bytes <= 0) return;
+  void* bad = __asan_region_is_poisoned(const_cast<void*>(p), static_cast<size_t>(bytes));
+  if (bad != nullptr) {
+    __asan_report_error(__builtin_return_address(0), __builtin_frame_address(0),
+                        __builtin_frame_address(0), bad, write ? 1 : 0, 1);
+  }
+#endif
+}
+
+// Every byte a kernel call may read or write outside its stage (the passes are not
+// instrumented: STRATA_PASS_UNCHECKED): the rows, each token array, each token's outputs.
+inline void CheckKernelRanges([[maybe_unused]] const uint8_t* w, [[maybe_unused]] int64_t row_bytes,
+                              [[maybe_unused]] int64_t rows, [[maybe_unused]] const Int8Tokens& x,
+                              [[maybe_unused]] int64_t n_tokens, [[maybe_unused]] float* y,
+                              [[maybe_unused]] int64_t ldy) {
+#if defined(__SANITIZE_ADDRESS__)
+  const int64_t nb = x.cols / 32;
+  CheckRange(w, rows * row_bytes, false);
+  CheckRange(x.q, n_tokens * x.cols, false);
+  CheckRange(x.d, n_tokens * nb * 4, false);
+  CheckRange(x.c32, n_tokens * nb * 4, false);
+  CheckRange(x.c16, 2 * n_tokens * nb * 4, false);
+  CheckRange(x.dsum, n_tokens * nb * 4, false);
+  for (int64_t t = 0; t < n_tokens; ++t) CheckRange(y + t * ldy, rows * 4, true);
+#endif
+}
+
 // An Int8KernelFn for one format: per group of 16 rows, a first pass over the remainder of the
 // tokens (n_tokens % 16, or 16) decodes the weights as they stream from memory; passes over 16
 // tokens each then reuse the decoded group.
 template <class Decoder, Kind K>
 STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t rows,
                                  const Int8Tokens& x, int64_t n_tokens, float* y, int64_t ldy) {
+  CheckKernelRanges(w, row_bytes, rows, x, n_tokens, y, ldy);
   // Full groups of 16 rows straight from the weights where the format and token count allow;
   // the stage serves the rest (all groups, or a last partial one).
   int64_t r_staged = 0;
@@ -638,6 +694,7 @@ STRATA_SIMD_NOINLINE void Kernel(const uint8_t* w, int64_t row_bytes, int64_t ro
   uint8_t* base = arena.Get(code_bytes + d_bytes + m_bytes);
   const Stage stage{base, reinterpret_cast<float*>(base + code_bytes),
                     reinterpret_cast<float*>(base + code_bytes + d_bytes), keep};
+  CheckRange(base, code_bytes + d_bytes + m_bytes, true);
   const int64_t first = n_tokens % kMaxTokens != 0 ? n_tokens % kMaxTokens : kMaxTokens;
   for (int64_t r0 = r_staged; r0 < rows; r0 += kRows) {
     const int rn = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
@@ -708,6 +765,7 @@ STRATA_SIMD_NOINLINE void QuantizeRow(const float* x, int64_t cols, int8_t* q, f
 #undef STRATA_DECODE_BLOCKS_ONLY
 #undef STRATA_SIMD_AVX512
 #undef STRATA_SIMD_INLINE
+#undef STRATA_PASS_UNCHECKED
 #undef STRATA_SIMD_NOINLINE
 
 bool CpuHasAvx512Vnni() {

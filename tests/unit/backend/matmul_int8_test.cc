@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/backend/cpu/matmul.h"
@@ -351,6 +353,56 @@ TEST_P(MatMulInt8Test, DiffersFromFp32) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Int8Types, MatMulInt8Test, testing::ValuesIn(kInt8Types),
+                         [](const testing::TestParamInfo<GgmlType>& info) {
+                           return std::string(model::GgmlTypeName(info.param));
+                         });
+
+// ---- Under AddressSanitizer -----------------------------------------------------------------
+
+// The int8 passes are not instrumented under AddressSanitizer (matmul_int8_avx512.cc says why):
+// each kernel call checks the byte ranges they may touch instead. So a weight or output buffer
+// one element short must still be reported, on the direct passes (1 and 16 tokens over full
+// row groups) and the staged ones (40 tokens; a partial last group).
+class MatMulInt8ShortBuffer : public testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+#if !defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "checked only in the AddressSanitizer build";
+#endif
+    if (!MatMulInt8Supports(GetParam())) GTEST_SKIP() << "no int8 kernels on this CPU";
+  }
+};
+
+TEST_P(MatMulInt8ShortBuffer, AWeightBufferOneByteShortIsReported) {
+  std::mt19937 rng(707);
+  for (const auto& [rows, tokens] : {std::pair<int64_t, int64_t>{32, 1}, {32, 16}, {40, 40}}) {
+    const int64_t cols = 512;
+    const std::vector<uint8_t> wq = RandomWeights(GetParam(), rows, cols, rng);
+    // Exactly one byte short: the allocation's end is the last row's last byte.
+    std::unique_ptr<uint8_t[]> short_w(new uint8_t[wq.size() - 1]);
+    std::memcpy(short_w.get(), wq.data(), wq.size() - 1);
+    const WeightMatrix w{GetParam(), short_w.get(), rows, cols};
+    const std::vector<float> x = RandomActivations(tokens * cols, rng);
+    std::vector<float> y(tokens * rows);
+    EXPECT_DEATH(MatMul(w, x.data(), tokens, y.data(), nullptr, kInt8), "AddressSanitizer")
+        << rows << " rows x " << tokens << " tokens";
+  }
+}
+
+TEST_P(MatMulInt8ShortBuffer, AnOutputBufferOneFloatShortIsReported) {
+  std::mt19937 rng(708);
+  for (const auto& [rows, tokens] : {std::pair<int64_t, int64_t>{32, 1}, {32, 16}, {40, 40}}) {
+    const int64_t cols = 512;
+    const std::vector<uint8_t> wq = RandomWeights(GetParam(), rows, cols, rng);
+    const WeightMatrix w{GetParam(), wq.data(), rows, cols};
+    const std::vector<float> x = RandomActivations(tokens * cols, rng);
+    std::unique_ptr<float[]> short_y(new float[tokens * rows - 1]);
+    EXPECT_DEATH(MatMul(w, x.data(), tokens, short_y.get(), nullptr, kInt8), "AddressSanitizer")
+        << rows << " rows x " << tokens << " tokens";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Int8Types, MatMulInt8ShortBuffer, testing::ValuesIn(kInt8Types),
                          [](const testing::TestParamInfo<GgmlType>& info) {
                            return std::string(model::GgmlTypeName(info.param));
                          });

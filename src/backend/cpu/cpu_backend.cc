@@ -1,6 +1,7 @@
 #include "strata/backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "strata/backend/cpu/attention.h"
@@ -125,6 +126,19 @@ void CpuBackend::MatMul(const model::MatrixView& w, const float* x, int64_t n_to
   cpu::MatMul(m, x, n_tokens, y, pool_.get(), MatMulOptions{matmul_plan_.For(w.type)});
 }
 
+void CpuBackend::MatMulSameInput(
+    std::initializer_list<std::pair<const model::MatrixView*, float*>> outputs, const float* x,
+    int64_t n_tokens) {
+  STRATA_CHECK(outputs.size() <= kMaxMatMulTargets);
+  std::array<MatMulTarget, kMaxMatMulTargets> targets;
+  size_t n = 0;
+  for (const auto& [w, y] : outputs) {
+    targets[n++] = {WeightMatrix{w->type, w->data, w->rows, w->cols}, y,
+                    MatMulOptions{matmul_plan_.For(w->type)}};
+  }
+  cpu::MatMulSameInput({targets.data(), n}, x, n_tokens, pool_.get());
+}
+
 void CpuBackend::Embed(const Batch& batch, float* x) {
   const model::MatrixView& e = weights_.token_embd;
   const model::GgmlTypeTraits traits = model::TraitsOf(e.type);
@@ -220,9 +234,7 @@ void CpuBackend::AttentionBlock(int64_t layer, const Batch& batch, int64_t n) {
       RmsNorm(x_.data() + i * E, w.attn_norm.data(), E, c.rms_eps, h_.data() + i * E);
     }
   });
-  MatMul(w.wq, h_.data(), n, q_.data());
-  MatMul(w.wk, h_.data(), n, k_.data());
-  MatMul(w.wv, h_.data(), n, v_.data());
+  MatMulSameInput({{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}}, h_.data(), n);
 
   // Per token: biases, q/k norms, RoPE, and the K/V write into the sequence's blocks.
   std::vector<int32_t> seq_of(n);
@@ -315,8 +327,7 @@ void CpuBackend::FeedForwardBlock(int64_t layer, int64_t n) {
       RmsNorm(x_.data() + i * E, w.ffn_norm.data(), E, c.rms_eps, h_.data() + i * E);
     }
   });
-  MatMul(w.gate, h_.data(), n, gate_.data());
-  MatMul(w.up, h_.data(), n, up_.data());
+  MatMulSameInput({{&w.gate, gate_.data()}, {&w.up, up_.data()}}, h_.data(), n);
   ForRange(pool_.get(), n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       float* g = gate_.data() + i * c.n_ff;

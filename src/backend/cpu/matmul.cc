@@ -12,6 +12,7 @@
 #include "strata/backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -181,7 +182,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (options.precision == MatMulPrecision::kInt8) {
     if (const internal::Int8Family* int8 = internal::Avx512VnniInt8Family()) {
       if (const internal::Int8KernelFn kernel = int8->kernel_for(w.type)) {
-        internal::MatMulInt8(*int8, kernel, w.data, row_bytes, rows, cols, x, n_tokens, y, pool);
+        const internal::Int8Job job{kernel, w.data, row_bytes, rows, y};
+        internal::MatMulInt8(*int8, {&job, 1}, cols, x, n_tokens, pool);
         return;
       }
     }
@@ -256,6 +258,33 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
       }
     }
   });
+}
+
+void MatMulSameInput(std::span<const MatMulTarget> targets, const float* x, int64_t n_tokens,
+                     ThreadPool* pool) {
+  static_assert(kMaxMatMulTargets <= internal::kMaxInt8Jobs);
+  STRATA_CHECK(targets.size() <= kMaxMatMulTargets && n_tokens >= 0);
+  if (targets.empty()) return;
+  const int64_t cols = targets[0].w.cols;
+  const internal::Int8Family* int8 = internal::Avx512VnniInt8Family();
+  std::array<internal::Int8Job, kMaxMatMulTargets> jobs;
+  size_t n_jobs = 0;
+  for (const MatMulTarget& t : targets) {
+    STRATA_CHECK(MatMulSupports(t.w.type) && t.w.cols == cols);
+    const model::GgmlTypeTraits traits = model::TraitsOf(t.w.type);
+    STRATA_CHECK(t.w.rows >= 0 && cols > 0 && cols % traits.block_size == 0);
+    const internal::Int8KernelFn kernel = int8 != nullptr &&
+                                                  t.options.precision == MatMulPrecision::kInt8 &&
+                                                  n_tokens > 0 && t.w.rows > 0 && cols % 32 == 0
+                                              ? int8->kernel_for(t.w.type)
+                                              : nullptr;
+    if (kernel == nullptr) {
+      MatMul(t.w, x, n_tokens, t.y, pool, t.options);
+      continue;
+    }
+    jobs[n_jobs++] = {kernel, t.w.data, cols / traits.block_size * traits.type_size, t.w.rows, t.y};
+  }
+  if (n_jobs > 0) internal::MatMulInt8(*int8, {jobs.data(), n_jobs}, cols, x, n_tokens, pool);
 }
 
 }  // namespace strata::backend::cpu

@@ -1,12 +1,14 @@
 // MatMulPrecision::kInt8's driver: quantizes the activations (QuantizeRowInt8), token after
 // token, and spreads units of 16-row groups (and, when the rows are too few to keep every thread
 // busy, of 16-token chunks) over the pool for the kernels (matmul_int8_avx512.cc: rows in the
-// lanes, weights decoded once per unit as they stream from memory).
+// lanes, weights decoded once per unit as they stream from memory). Several matrices over the
+// same activations (MatMulSameInput) share the quantization and the parallel region.
 //
 // Why the split does not change any result: every output element is one lane of one kernel
 // call, computed by the same chain of fp32 operations over its blocks in column order (see
 // matmul.h); which unit, pass, lane or thread computes it is invisible in the bits.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -52,10 +54,10 @@ void QuantizeRowInt8Scalar(const float* x, int64_t cols, int8_t* q, float* scale
   }
 }
 
-void MatMulInt8(const Int8Family& family, Int8KernelFn kernel, const uint8_t* w, int64_t row_bytes,
-                int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
-                ThreadPool* pool) {
+void MatMulInt8(const Int8Family& family, std::span<const Int8Job> jobs, int64_t cols,
+                const float* x, int64_t n_tokens, ThreadPool* pool) {
   STRATA_CHECK(cols % 32 == 0);
+  STRATA_CHECK(!jobs.empty() && jobs.size() <= kMaxInt8Jobs && n_tokens >= 1);
   const int64_t nb = cols / 32;
   // The quantized activations live in the calling thread's arena for the duration of the call.
   const int64_t q_bytes = RoundUp64(n_tokens * cols);
@@ -85,32 +87,57 @@ void MatMulInt8(const Int8Family& family, Int8KernelFn kernel, const uint8_t* w,
     }
   });
 
-  const int64_t row_units = CeilDiv(rows, kUnitRows);
-  // With too few row units to keep every thread busy, split the tokens as well (each unit then
-  // decodes its rows itself).
+  // Each job's units: 16-row groups, times token chunks where the job's row groups are too few
+  // to keep every thread busy (each unit then decodes its rows itself). Units are numbered job
+  // after job, rows outer, so a range of units with one token chunk per job is a run of rows.
+  struct Split {
+    int64_t first_unit;   // the job's first unit
+    int64_t token_units;  // token chunks per 16-row group
+    int64_t unit_tokens;  // tokens per chunk
+  };
+  std::array<Split, kMaxInt8Jobs + 1> split{};
   const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
   const int64_t chunks = CeilDiv(n_tokens, kChunkTokens);
-  int64_t token_units = 1;
-  if (row_units < 4 * threads) token_units = std::min(chunks, CeilDiv(4 * threads, row_units));
-  const int64_t unit_tokens = CeilDiv(chunks, token_units) * kChunkTokens;
-  token_units = CeilDiv(n_tokens, unit_tokens);
-
-  if (token_units == 1) {
-    const Int8Tokens tokens{q, d, c32, c16, dsum, cols};
-    ForEach(pool, rows, kUnitRows, [&](int64_t begin, int64_t end) {
-      kernel(w + begin * row_bytes, row_bytes, end - begin, tokens, n_tokens, y + begin, rows);
-    });
-    return;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    STRATA_CHECK(jobs[j].rows >= 1);
+    const int64_t row_units = CeilDiv(jobs[j].rows, kUnitRows);
+    int64_t token_units = 1;
+    if (row_units < 4 * threads) token_units = std::min(chunks, CeilDiv(4 * threads, row_units));
+    const int64_t unit_tokens = CeilDiv(chunks, token_units) * kChunkTokens;
+    split[j].token_units = CeilDiv(n_tokens, unit_tokens);
+    split[j].unit_tokens = unit_tokens;
+    split[j + 1].first_unit = split[j].first_unit + row_units * split[j].token_units;
   }
-  ForEach(pool, row_units * token_units, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t unit = begin; unit < end; ++unit) {
-      const int64_t r0 = unit / token_units * kUnitRows;
-      const int64_t rn = std::min(rows, r0 + kUnitRows) - r0;
-      const int64_t t0 = unit % token_units * unit_tokens;
-      const int64_t tn = std::min(n_tokens, t0 + unit_tokens) - t0;
-      const Int8Tokens tokens{q + t0 * cols,     d + t0 * nb,    c32 + t0 * nb,
-                              c16 + 2 * t0 * nb, dsum + t0 * nb, cols};
-      kernel(w + r0 * row_bytes, row_bytes, rn, tokens, tn, y + t0 * rows + r0, rows);
+  const int64_t total = split[jobs.size()].first_unit;
+
+  ForEach(pool, total, 1, [&](int64_t begin, int64_t end) {
+    size_t j = 0;
+    while (split[j + 1].first_unit <= begin) ++j;
+    while (begin < end) {
+      const Int8Job& job = jobs[j];
+      const Split& s = split[j];
+      const int64_t stop = std::min(end, split[j + 1].first_unit);
+      if (s.token_units == 1) {
+        // One call for the run of row groups.
+        const Int8Tokens tokens{q, d, c32, c16, dsum, cols};
+        const int64_t r0 = (begin - s.first_unit) * kUnitRows;
+        const int64_t r1 = std::min(job.rows, (stop - s.first_unit) * kUnitRows);
+        job.kernel(job.w + r0 * job.row_bytes, job.row_bytes, r1 - r0, tokens, n_tokens, job.y + r0,
+                   job.rows);
+      } else {
+        for (int64_t unit = begin - s.first_unit; unit < stop - s.first_unit; ++unit) {
+          const int64_t r0 = unit / s.token_units * kUnitRows;
+          const int64_t rn = std::min(job.rows, r0 + kUnitRows) - r0;
+          const int64_t t0 = unit % s.token_units * s.unit_tokens;
+          const int64_t tn = std::min(n_tokens, t0 + s.unit_tokens) - t0;
+          const Int8Tokens tokens{q + t0 * cols,     d + t0 * nb,    c32 + t0 * nb,
+                                  c16 + 2 * t0 * nb, dsum + t0 * nb, cols};
+          job.kernel(job.w + r0 * job.row_bytes, job.row_bytes, rn, tokens, tn,
+                     job.y + t0 * job.rows + r0, job.rows);
+        }
+      }
+      begin = stop;
+      ++j;
     }
   });
 }

@@ -3,7 +3,9 @@
 // include/strata/backend/cpu/matmul.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "strata/backend/cpu/thread_pool.h"
@@ -56,10 +58,23 @@ const Int8Family* Avx512VnniInt8Family();
 // The portable quantizer (the reference the SIMD one matches bit for bit).
 void QuantizeRowInt8Scalar(const float* x, int64_t cols, int8_t* q, float* scales, int32_t* sums16);
 
-// The int8 driver: quantizes x and splits rows (and, when rows are few for the pool, tokens)
-// over the pool for `kernel`. w: [rows, cols] (row stride row_bytes); as MatMul otherwise.
-void MatMulInt8(const Int8Family& family, Int8KernelFn kernel, const uint8_t* w, int64_t row_bytes,
-                int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y,
-                ThreadPool* pool);
+// One matrix of an int8 product: y = W x, W [rows, cols] at w (row stride row_bytes), y
+// [n_tokens, rows].
+struct Int8Job {
+  Int8KernelFn kernel;
+  const uint8_t* w;
+  int64_t row_bytes;
+  int64_t rows;
+  float* y;
+};
+
+// The most jobs one MatMulInt8 call takes (a layer's Q, K and V).
+inline constexpr size_t kMaxInt8Jobs = 4;
+
+// The int8 driver: quantizes x ([n_tokens, cols]) once and splits every job's rows (and, where a
+// job's rows are few for the pool, its tokens) over the pool in one parallel region. 1 to
+// kMaxInt8Jobs jobs, each with rows >= 1; n_tokens >= 1.
+void MatMulInt8(const Int8Family& family, std::span<const Int8Job> jobs, int64_t cols,
+                const float* x, int64_t n_tokens, ThreadPool* pool);
 
 }  // namespace strata::backend::cpu::internal

@@ -357,6 +357,74 @@ INSTANTIATE_TEST_SUITE_P(Int8Types, MatMulInt8Test, testing::ValuesIn(kInt8Types
                            return std::string(model::GgmlTypeName(info.param));
                          });
 
+// ---- Several matrices over one input ---------------------------------------------------------
+
+// MatMulSameInput gives each target MatMul's bits: int8 targets (one shared quantization and
+// region, rows and tokens split across all of them), fp32 targets, and types without an int8
+// kernel, mixed; row counts from under one 16-row group (token chunks) to many groups.
+TEST(MatMulSameInput, EachTargetGetsItsOwnMatMulBitForBit) {
+  std::mt19937 rng(909);
+  ThreadPool pool(2);
+  const int64_t cols = 512;
+  struct Spec {
+    GgmlType type;
+    int64_t rows;
+    MatMulPrecision precision;
+  };
+  const std::vector<std::vector<Spec>> groups = {
+      {{GgmlType::kQ4_K, 96, MatMulPrecision::kInt8},
+       {GgmlType::kQ4_K, 16, MatMulPrecision::kInt8},
+       {GgmlType::kQ6_K, 16, MatMulPrecision::kInt8}},
+      {{GgmlType::kQ5_0, 200, MatMulPrecision::kInt8},
+       {GgmlType::kQ8_0, 7, MatMulPrecision::kInt8}},
+      {{GgmlType::kQ8_0, 40, MatMulPrecision::kFp32},
+       {GgmlType::kQ4_0, 33, MatMulPrecision::kInt8},
+       {GgmlType::kF16, 20, MatMulPrecision::kInt8},
+       {GgmlType::kQ5_1, 64, MatMulPrecision::kInt8}},
+      {{GgmlType::kQ4_1, 1, MatMulPrecision::kInt8}},
+  };
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<std::vector<uint8_t>> data;
+    for (const Spec& spec : groups[g])
+      data.push_back(RandomWeights(spec.type, spec.rows, cols, rng));
+    for (int64_t tokens : {1, 5, 16, 17, 40}) {
+      const std::vector<float> x = RandomActivations(tokens * cols, rng);
+      for (ThreadPool* p : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+        std::vector<std::vector<float>> together;
+        std::vector<MatMulTarget> targets;
+        for (size_t i = 0; i < groups[g].size(); ++i) {
+          const Spec& spec = groups[g][i];
+          together.emplace_back(tokens * spec.rows, -1.0f);
+        }
+        for (size_t i = 0; i < groups[g].size(); ++i) {
+          const Spec& spec = groups[g][i];
+          targets.push_back({WeightMatrix{spec.type, data[i].data(), spec.rows, cols},
+                             together[i].data(), MatMulOptions{spec.precision}});
+        }
+        MatMulSameInput(targets, x.data(), tokens, p);
+        for (size_t i = 0; i < targets.size(); ++i) {
+          std::vector<float> alone(tokens * groups[g][i].rows);
+          MatMul(targets[i].w, x.data(), tokens, alone.data(), p, targets[i].options);
+          ASSERT_EQ(0, std::memcmp(alone.data(), together[i].data(), alone.size() * sizeof(float)))
+              << "group " << g << ", target " << i << " (" << model::GgmlTypeName(groups[g][i].type)
+              << "), " << tokens << " tokens, " << (p != nullptr ? "pool" : "no pool");
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulSameInput, NoTargetsOrNoTokensWriteNothing) {
+  std::mt19937 rng(910);
+  const std::vector<uint8_t> wq = RandomWeights(GgmlType::kQ8_0, 16, 64, rng);
+  std::vector<float> y(16, 7.0f);
+  const std::vector<float> x = RandomActivations(64, rng);
+  MatMulSameInput({}, x.data(), 1, nullptr);
+  const MatMulTarget target{WeightMatrix{GgmlType::kQ8_0, wq.data(), 16, 64}, y.data(), kInt8};
+  MatMulSameInput({&target, 1}, x.data(), 0, nullptr);
+  for (float v : y) EXPECT_EQ(v, 7.0f);
+}
+
 // ---- Under AddressSanitizer -----------------------------------------------------------------
 
 // The int8 passes are not instrumented under AddressSanitizer (matmul_int8_avx512.cc says why):

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "strata/backend/backend.h"
 #include "strata/backend/cpu/kv_storage.h"
@@ -63,6 +65,10 @@ class CpuBackend final : public Backend {
   void AttentionBlock(int64_t layer, const Batch& batch, int64_t n_tokens);
   void FeedForwardBlock(int64_t layer, int64_t n_tokens);
   void MatMul(const model::MatrixView& w, const float* x, int64_t n_tokens, float* y);
+  // The same for several matrices over one input (MatMulSameInput: one quantization of x and
+  // one parallel region for the int8 ones).
+  void MatMulSameInput(std::initializer_list<std::pair<const model::MatrixView*, float*>> outputs,
+                       const float* x, int64_t n_tokens);
 
   model::ModelConfig config_;
   model::ModelWeights weights_;

@@ -55,7 +55,9 @@
 // with MatMul (they are for tests and benchmarks).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "strata/backend/cpu/thread_pool.h"
@@ -93,6 +95,22 @@ struct MatMulOptions {
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
             const MatMulOptions& options = {});
+
+// Several matrices over one input: for each target, target.y = the product MatMul gives for
+// (target.w, x, n_tokens, target.options), bit for bit. The targets that run int8 kernels share
+// one quantization of x and one parallel region (a layer's Q, K and V projections: one pool
+// wake-up and one wait for the slowest thread instead of three); the others run as MatMul, one
+// after another. At most kMaxMatMulTargets targets; every target's cols must equal the first's;
+// no y may overlap x or another y.
+struct MatMulTarget {
+  WeightMatrix w;
+  float* y;
+  MatMulOptions options;
+};
+inline constexpr size_t kMaxMatMulTargets = 4;
+
+void MatMulSameInput(std::span<const MatMulTarget> targets, const float* x, int64_t n_tokens,
+                     ThreadPool* pool);
 
 bool MatMulSupports(model::GgmlType type);
 

@@ -122,8 +122,7 @@ Status CpuBackend::Validate(const Batch& batch) const {
 }
 
 void CpuBackend::MatMul(const model::MatrixView& w, const float* x, int64_t n_tokens, float* y) {
-  WeightMatrix m{w.type, w.data, w.rows, w.cols};
-  cpu::MatMul(m, x, n_tokens, y, pool_.get(), MatMulOptions{matmul_plan_.For(w.type)});
+  MatMulSameInput({{&w, y}}, x, n_tokens);
 }
 
 void CpuBackend::MatMulSameInput(

@@ -167,27 +167,18 @@ void QuantizeRowInt8(const float* x, int64_t cols, int8_t* q, float* scales, int
                                                                                 sums16);
 }
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
-            const MatMulOptions& options) {
-  STRATA_CHECK(MatMulSupports(w.type));
+namespace {
+
+// The fp32 path (also kInt8's for types or CPUs without int8 kernels), for a checked w with
+// rows >= 1 and n_tokens >= 1.
+void MatMulFp32(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y,
+                ThreadPool* pool) {
   const model::GgmlTypeTraits traits = model::TraitsOf(w.type);
   const int64_t block_size = traits.block_size;
   const int64_t type_size = traits.type_size;
-  STRATA_CHECK(w.rows >= 0 && w.cols > 0 && w.cols % block_size == 0 && n_tokens >= 0);
-  if (n_tokens == 0 || w.rows == 0) return;
   const int64_t rows = w.rows;
   const int64_t cols = w.cols;
   const int64_t row_bytes = cols / block_size * type_size;
-
-  if (options.precision == MatMulPrecision::kInt8) {
-    if (const internal::Int8Family* int8 = internal::Avx512VnniInt8Family()) {
-      if (const internal::Int8KernelFn kernel = int8->kernel_for(w.type)) {
-        const internal::Int8Job job{kernel, w.data, row_bytes, rows, y};
-        internal::MatMulInt8(*int8, {&job, 1}, cols, x, n_tokens, pool);
-        return;
-      }
-    }
-  }
 
   const KernelFamily& family = Family();
 
@@ -260,6 +251,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   });
 }
 
+}  // namespace
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            const MatMulOptions& options) {
+  const MatMulTarget target{w, y, options};
+  MatMulSameInput({&target, 1}, x, n_tokens, pool);
+}
+
 void MatMulSameInput(std::span<const MatMulTarget> targets, const float* x, int64_t n_tokens,
                      ThreadPool* pool) {
   static_assert(kMaxMatMulTargets <= internal::kMaxInt8Jobs);
@@ -273,16 +272,17 @@ void MatMulSameInput(std::span<const MatMulTarget> targets, const float* x, int6
     STRATA_CHECK(MatMulSupports(t.w.type) && t.w.cols == cols);
     const model::GgmlTypeTraits traits = model::TraitsOf(t.w.type);
     STRATA_CHECK(t.w.rows >= 0 && cols > 0 && cols % traits.block_size == 0);
-    const internal::Int8KernelFn kernel = int8 != nullptr &&
-                                                  t.options.precision == MatMulPrecision::kInt8 &&
-                                                  n_tokens > 0 && t.w.rows > 0 && cols % 32 == 0
-                                              ? int8->kernel_for(t.w.type)
-                                              : nullptr;
+    if (n_tokens == 0 || t.w.rows == 0) continue;
+    const internal::Int8KernelFn kernel =
+        int8 != nullptr && t.options.precision == MatMulPrecision::kInt8
+            ? int8->kernel_for(t.w.type)
+            : nullptr;
     if (kernel == nullptr) {
-      MatMul(t.w, x, n_tokens, t.y, pool, t.options);
-      continue;
+      MatMulFp32(t.w, x, n_tokens, t.y, pool);
+    } else {
+      jobs[n_jobs++] = {kernel, t.w.data, cols / traits.block_size * traits.type_size, t.w.rows,
+                        t.y};
     }
-    jobs[n_jobs++] = {kernel, t.w.data, cols / traits.block_size * traits.type_size, t.w.rows, t.y};
   }
   if (n_jobs > 0) internal::MatMulInt8(*int8, {jobs.data(), n_jobs}, cols, x, n_tokens, pool);
 }

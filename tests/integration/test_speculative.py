@@ -63,9 +63,10 @@ def run(server, sampling, *, prompt=None, messages=None, **fields):
     return server.stub.Generate(req, timeout=300)
 
 
-def counters(server):
-    return (server.metric("strata_speculative_proposed_tokens_total", 'proposer="ngram"'),
-            server.metric("strata_speculative_accepted_tokens_total", 'proposer="ngram"'))
+def counters(server, proposer="ngram"):
+    label = f'proposer="{proposer}"'
+    return (server.metric("strata_speculative_proposed_tokens_total", label),
+            server.metric("strata_speculative_accepted_tokens_total", label))
 
 
 def test_greedy_outputs_equal_and_grounded_drafts_are_accepted(servers):
@@ -131,10 +132,10 @@ def test_a_request_can_opt_out(servers):
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=300) as r:
         assert json.load(r)["usage"]["completion_tokens"] > 0
-    assert counters(spec) == before
+    assert spec.settled(counters) == before
     # The same request without the opt-out is drafted for.
     run(spec, greedy(60), messages=GROUNDED[0])
-    assert counters(spec)[0] > before[0]
+    assert spec.settled(counters)[0] > before[0]
 
 
 def test_metrics_describe_acceptance(servers):
@@ -171,8 +172,8 @@ def test_a_draft_model_gives_the_same_outputs(servers):
             got = list(pool.map(lambda job: list(run(draft, greedy(48), **job).token_ids),
                                 jobs))
         assert got == expected
-        proposed = draft.metric("strata_speculative_proposed_tokens_total", 'proposer="draft"')
-        accepted = draft.metric("strata_speculative_accepted_tokens_total", 'proposer="draft"')
+        # Two scrapes: the engine may publish the last step between them, so read once settled.
+        proposed, accepted = draft.settled(lambda s: counters(s, "draft"))
         assert proposed > 0 and accepted == proposed, (proposed, accepted)
     finally:
         assert draft.stop() == 0, draft.log()

@@ -254,8 +254,9 @@ void ForEachAtLeast(std::span<const float> values, float threshold, Fn fn) {
   }
 }
 
-// The highest value and the lowest id holding it.
-ArgMax FindArgMax(std::span<const float> logits) {
+// The highest value and the lowest id holding it, by two passes: the maximum, then the first
+// value that reaches it. (NaN never compares greater or equal, so NaN is passed over.)
+ArgMax FindArgMaxTwoPass(std::span<const float> logits) {
   const float max = MaxOf(logits);
   size_t id = 0;
   ForEachAtLeast(logits, max, [&](size_t i) {
@@ -265,26 +266,94 @@ ArgMax FindArgMax(std::span<const float> logits) {
   return {max, static_cast<int32_t>(id)};
 }
 
-bool HasNan(std::span<const float> logits) {
-  int lanes[kLanes] = {};
+// What one pass over the logits finds: as FindArgMaxTwoPass where `found` (false only when no
+// value is above -inf; NaN aside), and whether any value is NaN.
+struct LogitScan {
+  ArgMax best;
+  bool found;
+  bool nan;
+};
+
+// One pass over the row instead of three (the NaN test, the maximum, the first id reaching
+// it): per chunk, its maximum (in MaxOf's lanes) and whether it holds NaN; the first chunk with
+// the overall maximum is then searched for its first id. The maximum is combined in MaxOf's
+// order over the same lanes, so the value is MaxOf's to the bit.
+LogitScan ScanLogits(std::span<const float> logits) {
+  constexpr size_t kChunk = 1024;
+  float lanes[kLanes];
+  std::fill(std::begin(lanes), std::end(lanes), kNegInf);
+  float best = kNegInf;  // the highest chunk maximum so far, and its first chunk
+  size_t best_chunk = 0;
+  int nan = 0;
   size_t i = 0;
-  for (; i + kLanes <= logits.size(); i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) lanes[j] |= logits[i + j] != logits[i + j];
+  const size_t full = logits.size() / kLanes * kLanes;
+  while (i < full) {
+    const size_t stop = std::min(full, i + kChunk);
+    float chunk[kLanes];
+    std::fill(std::begin(chunk), std::end(chunk), kNegInf);
+    int nans[kLanes] = {};
+    // Two loops over the chunk, while it is in L1: each vectorises on its own.
+    for (size_t c = i; c < stop; c += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        chunk[j] = logits[c + j] > chunk[j] ? logits[c + j] : chunk[j];
+      }
+    }
+    for (size_t c = i; c < stop; c += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) nans[j] |= logits[c + j] != logits[c + j];
+    }
+    float m = kNegInf;
+    for (size_t j = 0; j < kLanes; ++j) {
+      lanes[j] = chunk[j] > lanes[j] ? chunk[j] : lanes[j];
+      m = chunk[j] > m ? chunk[j] : m;
+      nan |= nans[j];
+    }
+    if (m > best) {
+      best = m;
+      best_chunk = i;
+    }
+    i = stop;
   }
-  int any = 0;
-  for (; i < logits.size(); ++i) any |= logits[i] != logits[i];
-  for (const int lane : lanes) any |= lane;
-  return any != 0;
+  float max = kNegInf;
+  size_t tail_id = 0;
+  for (size_t t = full; t < logits.size(); ++t) {
+    const float v = logits[t];
+    if (v > max) {
+      max = v;
+      tail_id = t;
+    }
+    nan |= v != v;
+  }
+  for (const float lane : lanes) max = lane > max ? lane : max;
+  if (!(max > kNegInf)) return {{max, 0}, false, nan != 0};
+  // The first id holding the maximum: in the first chunk whose maximum equals it (== holds for
+  // +0 and -0 alike, as >= in the search), else the tail's first.
+  size_t id = tail_id;
+  if (best == max) {
+    for (size_t c = best_chunk; c < full; ++c) {
+      if (logits[c] >= max) {
+        id = c;
+        break;
+      }
+    }
+  }
+  return {{max, static_cast<int32_t>(id)}, true, nan != 0};
+}
+
+// The highest value and the lowest id holding it.
+ArgMax FindArgMax(std::span<const float> logits) {
+  const LogitScan scan = ScanLogits(logits);
+  return scan.found ? scan.best : FindArgMaxTwoPass(logits);
 }
 
 // Replaces NaN with -inf (a separate, rarely taken pass) and finds the argmax.
 ArgMax SanitizeAndArgMax(std::span<float> logits) {
-  if (HasNan(logits)) {
+  const LogitScan scan = ScanLogits(logits);
+  if (scan.nan) {
     for (float& x : logits) {
       if (std::isnan(x)) x = kNegInf;
     }
   }
-  return FindArgMax(logits);
+  return scan.found ? scan.best : FindArgMaxTwoPass(logits);
 }
 
 // Weights are summed in blocks so that a draw can skip whole blocks; within a block, over

@@ -183,6 +183,34 @@ TEST(SamplerGreedy, BreaksTiesTowardTheLowestId) {
   EXPECT_EQ(SampleCopy(sampler, std::vector<float>(kFullVocab, 0.25f)), 0);
 }
 
+// The argmax is taken in one pass over chunks of interleaved lanes plus a tail: the maximum at
+// every position of arrays around the lane count and the chunk size (1024), with later ties in
+// other lanes, chunks and the tail, NaN before it, and a signed zero tying with the other sign.
+TEST(SamplerGreedy, FindsTheFirstMaximumWhereverItLies) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Sampler sampler(WithTemperature(0.0f), {});
+  for (size_t n : {1u, 15u, 16u, 17u, 31u, 32u, 33u, 50u, 257u, 1040u, 2063u}) {
+    for (size_t p = 0; p < n; ++p) {
+      std::vector<float> logits(n, -1.0f);
+      for (size_t q = p; q < n; q += 3) logits[q] = 2.0f;
+      if (p > 0) logits[p - 1] = nan;
+      EXPECT_EQ(SampleCopy(sampler, logits), static_cast<int32_t>(p)) << n << " " << p;
+      std::vector<float> zeros(n, -1.0f);
+      for (size_t q = p; q < n; q += 5) zeros[q] = (q - p) % 2 == 0 ? -0.0f : 0.0f;
+      EXPECT_EQ(SampleCopy(sampler, zeros), static_cast<int32_t>(p)) << n << " " << p;
+    }
+  }
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    const std::vector<float> logits = RandomLogits(kFullVocab, seed, Shape::kTies);
+    EXPECT_EQ(static_cast<size_t>(SampleCopy(sampler, logits)), ArgMax(logits)) << seed;
+  }
+  // Nothing above -inf: the first id, NaN or not.
+  std::vector<float> masked(40, kNegInf);
+  masked[0] = nan;
+  masked[17] = nan;
+  EXPECT_EQ(SampleCopy(sampler, masked), 0);
+}
+
 TEST(SamplerGreedy, IgnoresTheSeed) {
   const std::vector<float> logits = RandomLogits(1000, 3, Shape::kTies);
   Sampler a(WithTemperature(0.0f, 1), {});

@@ -266,6 +266,18 @@ ArgMax FindArgMaxTwoPass(std::span<const float> logits) {
   return {max, static_cast<int32_t>(id)};
 }
 
+bool HasNan(std::span<const float> logits) {
+  int lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= logits.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] |= logits[i + j] != logits[i + j];
+  }
+  int any = 0;
+  for (; i < logits.size(); ++i) any |= logits[i] != logits[i];
+  for (const int lane : lanes) any |= lane;
+  return any != 0;
+}
+
 // What one pass over the logits finds: as FindArgMaxTwoPass where `found` (false only when no
 // value is above -inf; NaN aside), and whether any value is NaN.
 struct LogitScan {
@@ -275,68 +287,26 @@ struct LogitScan {
 };
 
 // One pass over the row instead of three (the NaN test, the maximum, the first id reaching
-// it): per chunk, its maximum (in MaxOf's lanes) and whether it holds NaN; the first chunk with
-// the overall maximum is then searched for its first id. The maximum is combined in MaxOf's
-// order over the same lanes, so the value is MaxOf's to the bit.
+// it): per 1024-value chunk, while it is in L1, its maximum and its NaN test; then the first
+// chunk holding the highest maximum is searched for its first id.
 LogitScan ScanLogits(std::span<const float> logits) {
   constexpr size_t kChunk = 1024;
-  float lanes[kLanes];
-  std::fill(std::begin(lanes), std::end(lanes), kNegInf);
-  float best = kNegInf;  // the highest chunk maximum so far, and its first chunk
+  float best = kNegInf;
   size_t best_chunk = 0;
-  int nan = 0;
-  size_t i = 0;
-  const size_t full = logits.size() / kLanes * kLanes;
-  while (i < full) {
-    const size_t stop = std::min(full, i + kChunk);
-    float chunk[kLanes];
-    std::fill(std::begin(chunk), std::end(chunk), kNegInf);
-    int nans[kLanes] = {};
-    // Two loops over the chunk, while it is in L1: each vectorises on its own.
-    for (size_t c = i; c < stop; c += kLanes) {
-      for (size_t j = 0; j < kLanes; ++j) {
-        chunk[j] = logits[c + j] > chunk[j] ? logits[c + j] : chunk[j];
-      }
-    }
-    for (size_t c = i; c < stop; c += kLanes) {
-      for (size_t j = 0; j < kLanes; ++j) nans[j] |= logits[c + j] != logits[c + j];
-    }
-    float m = kNegInf;
-    for (size_t j = 0; j < kLanes; ++j) {
-      lanes[j] = chunk[j] > lanes[j] ? chunk[j] : lanes[j];
-      m = chunk[j] > m ? chunk[j] : m;
-      nan |= nans[j];
-    }
-    if (m > best) {
-      best = m;
+  bool nan = false;
+  for (size_t i = 0; i < logits.size(); i += kChunk) {
+    const std::span<const float> chunk = logits.subspan(i, std::min(kChunk, logits.size() - i));
+    const float max = MaxOf(chunk);
+    nan = nan || HasNan(chunk);
+    if (max > best) {
+      best = max;
       best_chunk = i;
     }
-    i = stop;
   }
-  float max = kNegInf;
-  size_t tail_id = 0;
-  for (size_t t = full; t < logits.size(); ++t) {
-    const float v = logits[t];
-    if (v > max) {
-      max = v;
-      tail_id = t;
-    }
-    nan |= v != v;
-  }
-  for (const float lane : lanes) max = lane > max ? lane : max;
-  if (!(max > kNegInf)) return {{max, 0}, false, nan != 0};
-  // The first id holding the maximum: in the first chunk whose maximum equals it (== holds for
-  // +0 and -0 alike, as >= in the search), else the tail's first.
-  size_t id = tail_id;
-  if (best == max) {
-    for (size_t c = best_chunk; c < full; ++c) {
-      if (logits[c] >= max) {
-        id = c;
-        break;
-      }
-    }
-  }
-  return {{max, static_cast<int32_t>(id)}, true, nan != 0};
+  if (!(best > kNegInf)) return {{best, 0}, false, nan};
+  size_t id = best_chunk;
+  while (!(logits[id] >= best)) ++id;  // the chunk holds a value equal to its maximum
+  return {{best, static_cast<int32_t>(id)}, true, nan};
 }
 
 // The highest value and the lowest id holding it.

@@ -242,10 +242,11 @@ class Result:
     error: str | None = None
 
 
-def chat_body(model: str, prompt: str, max_tokens: int) -> bytes:
+def chat_body(model: str, prompt: str, max_tokens: int, extra: dict | None = None) -> bytes:
+    """A greedy streaming chat completion; `extra` adds fields (a response_format, say)."""
     return json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
+                       "stream_options": {"include_usage": True}, **(extra or {})}).encode()
 
 
 def read_event(result: Result, data: dict, now: float) -> None:
@@ -273,14 +274,15 @@ def read_event(result: Result, data: dict, now: float) -> None:
         result.draft_accepted = timings.get("draft_n_accepted", 0)
 
 
-def stream_chat(server: Server, request: Request, max_tokens: int, timeout: float) -> Result:
+def stream_chat(server: Server, request: Request, max_tokens: int, timeout: float,
+                extra: dict | None = None) -> Result:
     """One streaming chat completion, each Server-Sent Event timed as its line arrives."""
     result = Result(request.key)
     conn = http.client.HTTPConnection(server.host, server.http_port, timeout=timeout)
     try:
         result.sent = time.monotonic()
         conn.request("POST", "/v1/chat/completions",
-                     body=chat_body(server.model, request.prompt, max_tokens),
+                     body=chat_body(server.model, request.prompt, max_tokens, extra),
                      headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
         if resp.status != 200:

@@ -119,9 +119,10 @@ def main():
     for row, pretty in zip(kernels, demangle([k["name"] for k in kernels])):
         row["kernel"] = short(pretty)
     kernels.sort(key=lambda k: (k["file"], k["kernel"], k["arch"]))
-    lines = [f"nvcc: {subprocess.run([nvcc, '--version'], capture_output=True, text=True).stdout.splitlines()[-1]}",
-             "",
-             "| file | kernel | arch | registers | stack frame B | spill stores / loads B | smem B |",
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    lines = [f"nvcc: {version.splitlines()[-1]}", "",
+             "| file | kernel | arch | registers | stack frame B | spill stores / loads B "
+             "| smem B |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
     spills = []
     for k in kernels:

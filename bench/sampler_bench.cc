@@ -55,8 +55,26 @@ void BM_SampleTopKTopP(benchmark::State& state) {
   RunSample(state, params, true);
 }
 
+// What an OpenAI client sends: a temperature and top_p, no top_k, so the whole row is weighed.
+void BM_SampleTopP(benchmark::State& state) {
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_p = 0.95f;
+  params.seed = 1;
+  RunSample(state, params, true);
+}
+
+void BM_SampleTemperature(benchmark::State& state) {
+  SamplingParams params;
+  params.temperature = 0.7f;
+  params.seed = 1;
+  RunSample(state, params, true);
+}
+
 }  // namespace
 }  // namespace strata::sampling
 
 BENCHMARK(strata::sampling::BM_SampleGreedy);
 BENCHMARK(strata::sampling::BM_SampleTopKTopP);
+BENCHMARK(strata::sampling::BM_SampleTopP);
+BENCHMARK(strata::sampling::BM_SampleTemperature);

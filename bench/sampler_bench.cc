@@ -16,19 +16,25 @@ namespace {
 
 constexpr size_t kVocab = 262144;
 
-std::vector<float> Logits() {
+// Normal logits (sigma 3). With `peaked`, 32 ids also get logits 15-30 above the rest, as a
+// model's row has a few likely tokens: then a top_p floor drops nearly every id.
+std::vector<float> Logits(bool peaked = false) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> logits(kVocab);
   for (float& v : logits) v = normal(rng);
+  if (peaked) {
+    for (size_t k = 0; k < 32; ++k) logits[(k * 7919) % kVocab] = 30.0f - 0.5f * k;
+  }
   return logits;
 }
 
 // With `fresh`, each call gets a new copy of the row (timed with it): sampling with a
 // temperature turns the row into weights in place. Greedy sampling leaves finite logits without
 // penalties as they are, so it runs on the same row every time.
-void RunSample(benchmark::State& state, const SamplingParams& params, bool fresh) {
-  const std::vector<float> logits = Logits();
+void RunSample(benchmark::State& state, const SamplingParams& params, bool fresh,
+               bool peaked = false) {
+  const std::vector<float> logits = Logits(peaked);
   std::vector<float> row = logits;
   Sampler sampler(params, {});
   for (auto _ : state) {
@@ -64,6 +70,15 @@ void BM_SampleTopP(benchmark::State& state) {
   RunSample(state, params, true);
 }
 
+// The same on a model-like row: a few likely tokens, the rest dropped by the floor.
+void BM_SampleTopPPeaked(benchmark::State& state) {
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_p = 0.95f;
+  params.seed = 1;
+  RunSample(state, params, true, true);
+}
+
 void BM_SampleTemperature(benchmark::State& state) {
   SamplingParams params;
   params.temperature = 0.7f;
@@ -77,4 +92,5 @@ void BM_SampleTemperature(benchmark::State& state) {
 BENCHMARK(strata::sampling::BM_SampleGreedy);
 BENCHMARK(strata::sampling::BM_SampleTopKTopP);
 BENCHMARK(strata::sampling::BM_SampleTopP);
+BENCHMARK(strata::sampling::BM_SampleTopPPeaked);
 BENCHMARK(strata::sampling::BM_SampleTemperature);

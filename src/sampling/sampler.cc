@@ -344,6 +344,59 @@ double SumBlock(std::span<const Item> items) {
   return sum;
 }
 
+// The loops over a whole row of weights, compiled for each x86-64 vector width and chosen when
+// the library loads (GCC/Clang target_clones; elsewhere one build). Each clone runs the same
+// IEEE operations in the same order per element, and the file is built with -ffp-contract=off
+// so that no clone fuses them into FMAs: the weights, sums and survivors are the same bits
+// whichever clone runs (SamplerMatchesReference checks them against a scalar reference).
+// Not under ThreadSanitizer, whose runtime is not up yet when the loader runs the clones'
+// resolvers (the TSan test binaries crash before main).
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__) && !defined(__SANITIZE_THREAD__)
+#define STRATA_ROW_LOOP __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define STRATA_ROW_LOOP
+#endif
+
+// logits[i] = DeterministicExp((logits[i] - max_logit) * inv_temperature), in place.
+STRATA_ROW_LOOP void WeighRow(float* logits, size_t n, float max_logit, float inv_temperature) {
+  for (size_t i = 0; i < n; ++i) {
+    logits[i] = DeterministicExp((logits[i] - max_logit) * inv_temperature);
+  }
+}
+
+STRATA_ROW_LOOP double SumFloatBlock(const float* items, size_t n) {
+  return SumBlock(std::span<const float>(items, n));
+}
+
+// Appends {weights[i], i} for every weights[i] >= min_weight to `out` in id order; returns the
+// count. Runs of 16 weights with no survivor (most of a model's row once the floor is set) are
+// passed over after one vector compare; the others are written without a branch per id.
+STRATA_ROW_LOOP size_t KeepAtLeast(const float* weights, size_t n, float min_weight,
+                                   Candidate* out) {
+  constexpr size_t kRun = 16;
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + kRun <= n; i += kRun) {
+    uint32_t any = 0;
+    for (size_t j = 0; j < kRun; ++j) any |= weights[i + j] >= min_weight ? 1u : 0u;
+    if (any == 0) continue;
+    for (size_t j = i; j < i + kRun; ++j) {
+      out[count] = {weights[j], static_cast<int32_t>(j)};
+      count += weights[j] >= min_weight;
+    }
+  }
+  for (; i < n; ++i) {
+    out[count] = {weights[i], static_cast<int32_t>(i)};
+    count += weights[i] >= min_weight;
+  }
+  return count;
+}
+
+double SumBlockOf(std::span<const float> items) {
+  return SumFloatBlock(items.data(), items.size());
+}
+double SumBlockOf(std::span<const Candidate> items) { return SumBlock(items); }
+
 // Fills `blocks` with the weights of consecutive kBlock-sized blocks of `items`; returns their
 // sum, added in block order.
 template <typename Item>
@@ -351,7 +404,7 @@ double SumBlocks(std::span<const Item> items, std::vector<double>& blocks) {
   blocks.clear();
   double total = 0.0;
   for (size_t start = 0; start < items.size(); start += kBlock) {
-    blocks.push_back(SumBlock(items.subspan(start, std::min(kBlock, items.size() - start))));
+    blocks.push_back(SumBlockOf(items.subspan(start, std::min(kBlock, items.size() - start))));
     total += blocks.back();
   }
   return total;
@@ -526,7 +579,7 @@ int32_t Sampler::SampleStochastic(const SamplingParams& params, std::span<float>
       count = kept;
     }
   } else {
-    for (float& x : logits) x = weight(x);
+    WeighRow(logits.data(), vocab_size, max_logit, inv_temperature);
     total = SumBlocks(std::span<const float>(logits), scratch.block_sums);
     if (params.top_p >= 1.0f && params.min_p <= 0.0f) {
       return Draw(std::span<const float>(logits), scratch.block_sums, total, u);
@@ -541,10 +594,7 @@ int32_t Sampler::SampleStochastic(const SamplingParams& params, std::span<float>
     }
     floor = std::min(floor, 1.0);
     const float min_weight = std::max(static_cast<float>(floor), std::numeric_limits<float>::min());
-    for (size_t i = 0; i < vocab_size; ++i) {
-      candidates[count] = {logits[i], static_cast<int32_t>(i)};
-      count += logits[i] >= min_weight;
-    }
+    count = KeepAtLeast(logits.data(), vocab_size, min_weight, candidates);
   }
 
   if (params.top_p < 1.0f) {

@@ -3,7 +3,7 @@
 decode under, in strata-server and llama.cpp's llama-server, on the same GGUF and machine, one
 server at a time, over the same OpenAI HTTP API (`response_format` of type `json_schema`).
 
-    .venv/bin/python bench/structured_peer.py               # ~10 min on 2 cores
+    .venv/bin/python bench/structured_peer.py               # ~3 min on 2 cores
     .venv/bin/python bench/structured_peer.py --quick       # smoke run: few schemas and calls
     .venv/bin/python bench/structured_peer.py --skip-peer --out /tmp/so.md
 

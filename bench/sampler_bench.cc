@@ -62,22 +62,18 @@ void BM_SampleTopKTopP(benchmark::State& state) {
 }
 
 // What an OpenAI client sends: a temperature and top_p, no top_k, so the whole row is weighed.
-void BM_SampleTopP(benchmark::State& state) {
+SamplingParams TopP() {
   SamplingParams params;
   params.temperature = 1.0f;
   params.top_p = 0.95f;
   params.seed = 1;
-  RunSample(state, params, true);
+  return params;
 }
 
+void BM_SampleTopP(benchmark::State& state) { RunSample(state, TopP(), true); }
+
 // The same on a model-like row: a few likely tokens, the rest dropped by the floor.
-void BM_SampleTopPPeaked(benchmark::State& state) {
-  SamplingParams params;
-  params.temperature = 1.0f;
-  params.top_p = 0.95f;
-  params.seed = 1;
-  RunSample(state, params, true, true);
-}
+void BM_SampleTopPPeaked(benchmark::State& state) { RunSample(state, TopP(), true, true); }
 
 void BM_SampleTemperature(benchmark::State& state) {
   SamplingParams params;

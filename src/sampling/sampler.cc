@@ -357,11 +357,15 @@ double SumBlock(std::span<const Item> items) {
 #define STRATA_ROW_LOOP
 #endif
 
-// logits[i] = DeterministicExp((logits[i] - max_logit) * inv_temperature), in place.
+// A logit's unnormalised probability. (logit - max) <= 0 before scaling, so no temperature
+// overflows; the best token weighs 1.
+float Weight(float logit, float max_logit, float inv_temperature) {
+  return DeterministicExp((logit - max_logit) * inv_temperature);
+}
+
+// logits[i] = Weight(logits[i]), in place.
 STRATA_ROW_LOOP void WeighRow(float* logits, size_t n, float max_logit, float inv_temperature) {
-  for (size_t i = 0; i < n; ++i) {
-    logits[i] = DeterministicExp((logits[i] - max_logit) * inv_temperature);
-  }
+  for (size_t i = 0; i < n; ++i) logits[i] = Weight(logits[i], max_logit, inv_temperature);
 }
 
 STRATA_ROW_LOOP double SumFloatBlock(const float* items, size_t n) {
@@ -552,10 +556,6 @@ int32_t Sampler::SampleStochastic(const SamplingParams& params, std::span<float>
   size_t count = 0;
 
   const float inv_temperature = 1.0f / params.temperature;
-  // (logit - max) <= 0 before scaling, so no temperature overflows; the best token weighs 1.
-  auto weight = [&](float logit) {
-    return DeterministicExp((logit - max_logit) * inv_temperature);
-  };
 
   double total = 0.0;  // mass of the tokens top_k keeps, before min_p and top_p
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab_size) {
@@ -566,7 +566,7 @@ int32_t Sampler::SampleStochastic(const SamplingParams& params, std::span<float>
       return true;
     });
     for (size_t i = 0; i < count; ++i) {
-      candidates[i].value = weight(candidates[i].value);
+      candidates[i].value = Weight(candidates[i].value, max_logit, inv_temperature);
       total += candidates[i].value;
     }
     if (params.min_p > 0.0f) {

@@ -11,7 +11,8 @@
 // backend (the CPU one unless --backend says otherwise), N requests are submitted at once, each a
 // distinct prompt of P pseudo-random ordinary tokens (the rule of strata-bench-generate: BOS when
 // the vocab adds one, then uniform draws from the tokens whose tokenizer.ggml.token_type is normal;
-// a fixed seed per N), each generating G tokens greedily with end-of-generation ignored. This
+// a fixed seed per N), each generating G tokens with end-of-generation ignored (greedily, or
+// sampled with --temperature / --top-p and a seed per request, as OpenAI clients ask). This
 // thread drives the engine with Step() until every stream has ended, reading the streams after each
 // step. Times come from the engine's chunk timestamps; the wall time runs from just before the
 // first Submit to the step that ended the last request. Per N, one JSON line:
@@ -97,6 +98,9 @@ constexpr char kUsage[] =
     "  --prompt-tokens P        tokens per prompt (default 128)\n"
     "  --gen-tokens G           tokens generated per request (default 128)\n"
     "  --seed S                 seed of the random prompt tokens (default 42)\n"
+    "  --temperature T          sample with this temperature (default 0: greedy); request i\n"
+    "                           of a level samples with seed S + i\n"
+    "  --top-p P                nucleus sampling's top_p, with --temperature (default 1: off)\n"
     "  --max-batched-tokens N   per-step token budget (default 512)\n"
     "  --max-batch-size N       running sequences at most (default 64)\n"
     "  --long-prefill-chunk N   tokens per sequence per step at most (default 0: no cap)\n"
@@ -119,6 +123,15 @@ double ParsePositive(const std::string& flag, const char* value) {
   const double v = std::strtod(value, &end);
   if (end == value || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
     kArgs.Fail(flag + " expects a positive number, got '" + value + "'", 2);
+  }
+  return v;
+}
+
+double ParseNonNegative(const std::string& flag, const char* value) {
+  char* end = nullptr;
+  const double v = std::strtod(value, &end);
+  if (end == value || *end != '\0' || !(v >= 0) || !std::isfinite(v)) {
+    kArgs.Fail(flag + " expects a number >= 0, got '" + value + "'", 2);
   }
   return v;
 }
@@ -178,9 +191,10 @@ double Median(std::vector<double> values) { return Percentile(std::move(values),
 
 class Bench {
  public:
+  // `params`: every request's sampling (max_tokens and the seed are set per request).
   Bench(Backend* backend, const strata::tokenizer::Tokenizer* tokenizer,
-        const EngineOptions& options)
-      : backend_(backend), tokenizer_(tokenizer), options_(options) {}
+        const EngineOptions& options, const strata::sampling::SamplingParams& params)
+      : backend_(backend), tokenizer_(tokenizer), options_(options), params_(params) {}
 
   std::unique_ptr<Engine> NewEngine() const {
     auto engine = Engine::Create(backend_, tokenizer_, options_);
@@ -199,7 +213,8 @@ class Bench {
     for (size_t i = 0; i < prompts.size(); ++i) {
       Request request;
       request.prompt = prompts[i];
-      request.params.temperature = 0;
+      request.params = params_;
+      request.params.seed = params_.seed + i;
       request.params.ignore_eos = true;
       request.params.max_tokens = static_cast<int32_t>(gen_tokens);
       run.traces[i].prompt_len = static_cast<int64_t>(prompts[i].size());
@@ -284,6 +299,7 @@ class Bench {
   Backend* backend_;
   const strata::tokenizer::Tokenizer* tokenizer_;
   EngineOptions options_;
+  strata::sampling::SamplingParams params_;
 };
 
 // One JSON object on one line, built field by field.
@@ -427,6 +443,8 @@ int main(int argc, char** argv) {
   spec.kind = strata::backend::BackendKind::kCpu;  // the CPU benchmark beside llama.cpp's
   spec.kv_budget_bytes = 0;                        // sized below
   EngineOptions options;
+  strata::sampling::SamplingParams params;
+  params.temperature = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") {
@@ -462,6 +480,10 @@ int main(int argc, char** argv) {
       gen_tokens = kArgs.Int(flag, v, 1);
     } else if (flag == "--seed") {
       seed = static_cast<uint64_t>(kArgs.Int(flag, v, 0));
+    } else if (flag == "--temperature") {
+      params.temperature = static_cast<float>(ParseNonNegative(flag, v));
+    } else if (flag == "--top-p") {
+      params.top_p = static_cast<float>(ParsePositive(flag, v));
     } else if (flag == "--max-batched-tokens") {
       options.scheduler.max_batched_tokens = kArgs.Int(flag, v, 1);
     } else if (flag == "--max-batch-size") {
@@ -520,7 +542,7 @@ int main(int argc, char** argv) {
   const std::string described = backend->Describe();
   std::fprintf(stderr, "strata-bench-batched: %s\n", described.c_str());
   PromptSource source = PromptSource::FromGguf(*file, backend->config().vocab_size, seed);
-  Bench bench(backend, tokenizer->get(), options);
+  Bench bench(backend, tokenizer->get(), options, params);
   // The thread count compare_batched.py checks against llama-batched-bench's: --threads as given,
   // 0 on a backend without CPU threads (Describe() names the count a CPU backend runs).
   const EngineSetup setup{options, backend->name() == "cpu" ? spec.threads : 0, described,

@@ -56,6 +56,7 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
   }
   tokens->resize(samplers.size());
   host_row_.assign(samplers.size(), -1);
+  to_sample_.clear();
   size_t host_row = 0;
   for (size_t r = 0; r < samplers.size(); ++r) {
     if (step_.tokens[r] >= 0) {
@@ -81,14 +82,36 @@ Status ModelRunner::Run(const backend::Batch& batch, std::span<sampling::Sampler
       host_row_[r] = static_cast<int64_t>(host_row++);
       continue;
     }
-    const std::span<float> logits(step_.logits.data() + host_row * vocab,
-                                  static_cast<size_t>(vocab));
-    if (!mask_of(r).empty()) sampling::ApplyTokenMask(mask_of(r), logits);
-    (*tokens)[r] = samplers[r]->Sample(logits);
-    ++host_row;
-    ++host_rows_;
+    to_sample_.push_back({r, host_row++});
   }
+  SampleHostRows(samplers, masks, tokens);
   return OkStatus();
+}
+
+void ModelRunner::SampleHostRows(std::span<sampling::Sampler* const> samplers,
+                                 std::span<const std::span<const uint32_t>> masks,
+                                 std::vector<int32_t>* tokens) {
+  const auto vocab = static_cast<size_t>(backend_->config().vocab_size);
+  auto sample = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [r, host_row] = to_sample_[static_cast<size_t>(i)];
+      const std::span<float> logits(step_.logits.data() + host_row * vocab, vocab);
+      if (!masks.empty() && !masks[r].empty()) sampling::ApplyTokenMask(masks[r], logits);
+      (*tokens)[r] = samplers[r]->Sample(logits);
+    }
+  };
+  const auto n = static_cast<int64_t>(to_sample_.size());
+  host_rows_ += n;
+  // Rows of distinct samplers touch disjoint state (each thread has its own scratch), so they
+  // may be sampled at once; a sampler given two rows draws for them in row order.
+  distinct_.clear();
+  for (const auto& [r, host_row] : to_sample_) distinct_.push_back(samplers[r]);
+  std::sort(distinct_.begin(), distinct_.end());
+  if (std::adjacent_find(distinct_.begin(), distinct_.end()) != distinct_.end()) {
+    sample(0, n);
+  } else {
+    backend_->ParallelForHost(n, sample);
+  }
 }
 
 std::span<float> ModelRunner::row(size_t r) {

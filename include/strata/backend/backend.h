@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -117,6 +118,15 @@ class Backend {
   // returns every row's logits.
   virtual Status ForwardSampled(const Batch& batch, std::span<const RowSampling> rows,
                                 SampledStep* out);
+
+  // Calls fn(begin, end) on disjoint ranges that together cover [0, n) and returns when every
+  // call has returned: host work between steps, such as sampling the rows the backend returned.
+  // A backend whose host threads are idle between steps (the CPU backend's pool) spreads the
+  // ranges over them, the calling thread included; the default calls fn(0, n) on the caller.
+  // `fn` must not throw, nor call into the backend. The same thread rules as Forward.
+  virtual void ParallelForHost(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (n > 0) fn(0, n);
+  }
 
   // "cpu" or "cuda": the kind, as metrics labels and --backend name it.
   virtual std::string_view name() const = 0;

@@ -5,6 +5,10 @@
 // consumes its sampler's draws in the same order, so a seed gives the same tokens on every backend
 // (up to the sums' rounding described in kernels/sampling.h) and in every mix of rows.
 //
+// Host rows are sampled on the backend's host threads (Backend::ParallelForHost: the CPU
+// backend's pool, idle between steps), each row by its own sampler, so the tokens are the same
+// as sampled one after another.
+//
 // Thread rules: used by one thread (the engine loop, or a Generator's caller). The runner keeps
 // the step's buffers between calls.
 #pragma once
@@ -53,12 +57,24 @@ class ModelRunner {
   int64_t host_sampled_rows() const { return host_rows_; }
 
  private:
+  struct HostRow {
+    size_t row;       // in the batch
+    size_t host_row;  // in step_.logits
+  };
+
+  // Samples to_sample_'s rows into *tokens, on the backend's host threads (ParallelForHost).
+  void SampleHostRows(std::span<sampling::Sampler* const> samplers,
+                      std::span<const std::span<const uint32_t>> masks,
+                      std::vector<int32_t>* tokens);
+
   backend::Backend* backend_;
   std::vector<backend::RowSampling> rows_;
   std::vector<sampling::TokenCount> counts_;  // every row's penalty counts, back to back
   std::vector<size_t> count_ends_;            // end of each row's counts in counts_
   backend::SampledStep step_;
-  std::vector<int64_t> host_row_;  // per row of the last Run: its index in step_.logits or -1
+  std::vector<int64_t> host_row_;   // per row of the last Run: its index in step_.logits or -1
+  std::vector<HostRow> to_sample_;  // the rows of the last Run sampled on the host
+  std::vector<const sampling::Sampler*> distinct_;
   int64_t backend_rows_ = 0;
   int64_t host_rows_ = 0;
 };

@@ -117,6 +117,10 @@ std::string CpuBackend::Describe() const {
          matmul_plan_.Describe() + ", " + KvDtypeName(kv_->config().dtype) + " KV)";
 }
 
+void CpuBackend::ParallelForHost(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  ForRange(pool_.get(), n, fn);
+}
+
 Status CpuBackend::Validate(const Batch& batch) const {
   return ValidateBatch(batch, config_, kv_->config().block_size, kv_->config().num_blocks);
 }

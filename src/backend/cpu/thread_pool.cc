@@ -34,7 +34,11 @@ ThreadPool::ThreadPool(const Options& options) : spin_(options.spin) {
   int n = options.num_threads;
   if (n <= 0) n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   workers_.reserve(n - 1);
-  for (int i = 0; i + 1 < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  // No region has been opened yet: a worker that starts after the first one opened joins it.
+  const uint32_t none_yet = region_.load(std::memory_order_relaxed) & kGenerationMask;
+  for (int i = 0; i + 1 < n; ++i) {
+    workers_.emplace_back([this, none_yet] { WorkerLoop(none_yet); });
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -133,9 +137,8 @@ bool ThreadPool::WaitForRegion(uint32_t seen) {
   }
 }
 
-void ThreadPool::WorkerLoop() {
+void ThreadPool::WorkerLoop(uint32_t seen) {
   t_in_region = true;  // workers only ever run chunks; nested calls from there run inline
-  uint32_t seen = region_.load(std::memory_order_acquire) & kGenerationMask;
   while (WaitForRegion(seen)) {
     // Check in before looking at the region's fields; the caller rewrites them only once
     // active_ is zero, and closes a region (seq_cst) before it next reads active_, so a worker

@@ -3,10 +3,15 @@
 // spread, in each weight type the generator writes.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <numeric>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "small_synthetic_model.h"
@@ -64,6 +69,46 @@ TEST_P(SyntheticModelForward, GivesFiniteSpreadLogitsForAPromptAndADecodeStep) {
   // O(1) activations: logits neither collapse nor blow up.
   EXPECT_GT(stddev, 0.05);
   EXPECT_LT(stddev, 50.0);
+  std::remove(path.c_str());
+}
+
+// Host work between steps (sampling) runs on the pool: every index once, on several threads.
+TEST(CpuBackendHostWork, ParallelForHostCoversEachIndexOnceOnSeveralThreads) {
+  const model::SyntheticModelSpec spec = SmallSyntheticSpec(SyntheticFtype::kF16, 1);
+  const std::string path = ::testing::TempDir() + "synthetic_host_work.gguf";
+  ASSERT_TRUE(model::WriteSyntheticModel(spec, path, 2).ok());
+  auto file = model::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  CpuBackendOptions options;
+  options.num_threads = 2;
+  options.kv_budget_bytes = 1 << 20;
+  auto backend = CpuBackend::Create(*file, options);
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+
+  constexpr int64_t kRows = 16;
+  std::vector<std::atomic<int>> calls(kRows);
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  (*backend)->ParallelForHost(kRows, [&](int64_t begin, int64_t end) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    }
+    for (int64_t i = begin; i < end; ++i) calls[static_cast<size_t>(i)].fetch_add(1);
+    // Hold this range until a second thread has taken one (10 s at most in all: then the check
+    // below fails).
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (threads.size() >= 2) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  for (int64_t i = 0; i < kRows; ++i) EXPECT_EQ(calls[static_cast<size_t>(i)].load(), 1) << i;
+  EXPECT_EQ(threads.size(), 2u);
+  (*backend)->ParallelForHost(0, [&](int64_t, int64_t) { ADD_FAILURE() << "called for n = 0"; });
   std::remove(path.c_str());
 }
 

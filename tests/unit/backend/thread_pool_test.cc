@@ -70,6 +70,29 @@ TEST(ThreadPool, WorkersTakePartAfterParking) {
   EXPECT_GT(ids.size(), 1u);
 }
 
+// A region opened before a worker thread has started running is that worker's to join too: each
+// range waits (up to 10 s) until a second thread has taken one.
+TEST(ThreadPool, AWorkerThatStartsLateJoinsTheFirstRegion) {
+  ThreadPool pool(2);  // the region below usually opens before the worker runs
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  pool.ParallelFor(8, [&](int64_t, int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ids.insert(std::this_thread::get_id());
+    }
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (ids.size() >= 2) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EXPECT_EQ(ids.size(), 2u);
+}
+
 TEST(ThreadPool, NestedCallsRunInlineOnTheCallingThread) {
   ThreadPool pool(4);
   std::atomic<int64_t> total{0};

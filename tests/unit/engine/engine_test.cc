@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,6 +74,20 @@ class EngineTest : public ::testing::Test {
     auto result = generator.Generate(prompt, params, nullptr);
     EXPECT_TRUE(result.ok()) << result.status().ToString();
     return result.ok() ? result->tokens : std::vector<int32_t>{};
+  }
+
+  // Runs `requests` at once on `backend`, with chunked prefills mixed with decodes.
+  std::vector<Output> RunMixed(backend::Backend* backend, const std::vector<Request>& requests) {
+    EngineOptions options;
+    options.scheduler.max_batched_tokens = 24;
+    auto engine = MakeEngine(backend, options);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : requests) {
+      auto s = engine->Submit(r);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      streams.push_back(*s);
+    }
+    return Drain(*engine, streams);
   }
 
   std::unique_ptr<Engine> MakeEngine(backend::Backend* backend, EngineOptions options) {
@@ -534,12 +549,9 @@ TEST_F(EngineTest, RequestBeyondTheWholeCacheIsRejectedUpFront) {
   EXPECT_NE(s.status().message().find("KV cache"), std::string::npos) << s.status().message();
 }
 
-// The ModelRunner's contract: a backend that samples rows itself (as CUDA does) gives every
-// request exactly the tokens (and log-probabilities) host sampling gives, whatever mix of rows
-// shares a step: greedy, seeded temperature / top-k / top-p / min-p rows, rows with penalties
-// (the backend gets the window's counts) and with log-probabilities, each consuming its own
-// generator's draws in the same order.
-TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
+// Eight requests, greedy and seeded sampled ones with every filter, penalties and
+// log-probabilities, 12 tokens each.
+std::vector<Request> MixedSamplingRequests() {
   std::vector<Request> requests;
   for (int i = 0; i < 8; ++i) {
     Request r;
@@ -568,42 +580,89 @@ TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
     }
     requests.push_back(r);
   }
-  auto run = [&](backend::Backend* backend) {
-    EngineOptions options;
-    options.scheduler.max_batched_tokens = 24;  // chunked prefills mixed with decodes
-    auto engine = MakeEngine(backend, options);
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : requests) {
-      auto s = engine->Submit(r);
-      EXPECT_TRUE(s.ok()) << s.status().ToString();
-      streams.push_back(*s);
-    }
-    return Drain(*engine, streams);
-  };
-  auto cpu = MakeBackend(int64_t{1} << 20);
-  const std::vector<Output> host = run(cpu.get());
-  testing::HostSamplingBackend sampling(cpu.get());
-  const std::vector<Output> on_backend = run(&sampling);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ(on_backend[i].tokens, host[i].tokens) << "request " << i;
-    EXPECT_EQ(on_backend[i].tokens.size(), 12u) << "request " << i;
-    ASSERT_EQ(on_backend[i].logprobs.size(), host[i].logprobs.size()) << "request " << i;
-    for (size_t t = 0; t < host[i].logprobs.size(); ++t) {
-      const sampling::SampleLogprobs& a = on_backend[i].logprobs[t];
-      const sampling::SampleLogprobs& b = host[i].logprobs[t];
-      EXPECT_EQ(a.chosen.token, b.chosen.token);
-      EXPECT_EQ(a.chosen.logprob, b.chosen.logprob);
-      ASSERT_EQ(a.top.size(), b.top.size());
-      for (size_t k = 0; k < a.top.size(); ++k) {
-        EXPECT_EQ(a.top[k].token, b.top[k].token);
-        EXPECT_EQ(a.top[k].logprob, b.top[k].logprob);
+  return requests;
+}
+
+// Each request's tokens and log-probabilities in `a` are those in `b`, to the bit.
+void ExpectSameOutputs(const std::vector<Output>& a, const std::vector<Output>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+    ASSERT_EQ(a[i].logprobs.size(), b[i].logprobs.size()) << "request " << i;
+    for (size_t t = 0; t < a[i].logprobs.size(); ++t) {
+      const sampling::SampleLogprobs& x = a[i].logprobs[t];
+      const sampling::SampleLogprobs& y = b[i].logprobs[t];
+      EXPECT_EQ(x.chosen.token, y.chosen.token);
+      EXPECT_EQ(x.chosen.logprob, y.chosen.logprob);
+      ASSERT_EQ(x.top.size(), y.top.size());
+      for (size_t k = 0; k < x.top.size(); ++k) {
+        EXPECT_EQ(x.top[k].token, y.top[k].token);
+        EXPECT_EQ(x.top[k].logprob, y.top[k].logprob);
       }
     }
   }
+}
+
+// The ModelRunner's contract: a backend that samples rows itself (as CUDA does) gives every
+// request exactly the tokens (and log-probabilities) host sampling gives, whatever mix of rows
+// shares a step: greedy, seeded temperature / top-k / top-p / min-p rows, rows with penalties
+// (the backend gets the window's counts) and with log-probabilities, each consuming its own
+// generator's draws in the same order.
+TEST_F(EngineTest, BackendSamplingGivesTheTokensOfHostSamplingInEveryMix) {
+  const std::vector<Request> requests = MixedSamplingRequests();
+  auto cpu = MakeBackend(int64_t{1} << 20);
+  const std::vector<Output> host = RunMixed(cpu.get(), requests);
+  testing::HostSamplingBackend sampling(cpu.get());
+  const std::vector<Output> on_backend = RunMixed(&sampling, requests);
+  ExpectSameOutputs(on_backend, host);
+  for (const Output& o : on_backend) EXPECT_EQ(o.tokens.size(), 12u);
   EXPECT_EQ(on_backend[6].logprobs.size(), 12u);
   EXPECT_EQ(on_backend[7].logprobs.size(), 12u);
   // Every row went to the backend, penalties and log-probabilities included.
   EXPECT_EQ(sampling.sampled_rows(), static_cast<int64_t>(requests.size()) * 12);
+}
+
+// A backend whose ParallelForHost runs every index at once, each on a thread of its own started
+// in reverse order, or (`threads` false) all on the caller, in order, as the default does.
+class HostThreadsBackend final : public backend::Backend {
+ public:
+  HostThreadsBackend(backend::Backend* inner, bool threads) : inner_(inner), threads_(threads) {}
+  Status Forward(const backend::Batch& batch, std::vector<float>* logits) override {
+    return inner_->Forward(batch, logits);
+  }
+  const model::ModelConfig& config() const override { return inner_->config(); }
+  backend::KvGeometry kv_geometry() const override { return inner_->kv_geometry(); }
+  std::string_view name() const override { return inner_->name(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  void ParallelForHost(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
+    widest = std::max(widest, n);
+    if (!threads_) {
+      Backend::ParallelForHost(n, fn);
+      return;
+    }
+    std::vector<std::thread> threads;
+    for (int64_t i = n - 1; i >= 0; --i) threads.emplace_back([&fn, i] { fn(i, i + 1); });
+    for (std::thread& t : threads) t.join();
+  }
+  int64_t widest = 0;  // the most rows one call was given
+
+ private:
+  backend::Backend* inner_;
+  bool threads_;
+};
+
+// Host rows are sampled at once, on several threads: every request still gets the tokens and
+// log-probabilities it gets when the rows are sampled one after another.
+TEST_F(EngineTest, RowsSampledOnSeveralThreadsGiveTheTokensOfOneThread) {
+  const std::vector<Request> requests = MixedSamplingRequests();
+  auto cpu = MakeBackend(int64_t{1} << 20);
+  HostThreadsBackend serial(cpu.get(), false);
+  HostThreadsBackend threaded(cpu.get(), true);
+  const std::vector<Output> one = RunMixed(&serial, requests);
+  const std::vector<Output> many = RunMixed(&threaded, requests);
+  ExpectSameOutputs(many, one);
+  for (const Output& o : many) EXPECT_EQ(o.tokens.size(), 12u);
+  EXPECT_GE(threaded.widest, 4);  // rows of several requests were sampled together
 }
 
 // A constraint that allows, at its k-th token, the ids in steps[k] (nothing after the last).

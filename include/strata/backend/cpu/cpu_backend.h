@@ -50,6 +50,8 @@ class CpuBackend final : public Backend {
   KvGeometry kv_geometry() const override;
   std::string_view name() const override { return "cpu"; }
   std::string Describe() const override;
+  // On pool_, whose workers wait between steps.
+  void ParallelForHost(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override;
 
   const model::ModelWeights& weights() const { return weights_; }
   int num_threads() const { return pool_->size(); }

@@ -73,7 +73,8 @@ class ThreadPool {
   }
 
   void Run(int64_t n, int64_t grain, ChunkFn fn, const void* ctx);
-  void WorkerLoop();
+  // Runs every region newer than generation `seen`, until stop.
+  void WorkerLoop(uint32_t seen);
   // Claims and runs chunks of the open region until none is left.
   void RunChunks();
   // Waits for a region newer than `seen` (or stop); returns false on stop.

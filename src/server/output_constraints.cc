@@ -1,5 +1,6 @@
 #include "strata/server/output_constraints.h"
 
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -84,7 +85,18 @@ StatusOr<grammar::Grammar> GrammarOf(const OutputFormatInput& format) {
 OutputConstraints::OutputConstraints(const tokenizer::Tokenizer* tokenizer, size_t max_compiled)
     : tokenizer_(tokenizer), max_compiled_(max_compiled < 1 ? 1 : max_compiled) {}
 
-OutputConstraints::~OutputConstraints() = default;
+OutputConstraints::~OutputConstraints() {
+  if (builder_.joinable()) builder_.join();
+}
+
+void OutputConstraints::BuildVocabularyInBackground() {
+  if (builder_.joinable() || vocabulary_built_.load()) return;
+  try {
+    builder_ = std::thread([this] { (void)Vocabulary(); });
+  } catch (const std::system_error&) {
+    // No thread to be had: the first structured request builds it.
+  }
+}
 
 StatusOr<std::shared_ptr<const grammar::TokenVocabulary>> OutputConstraints::Vocabulary() {
   std::call_once(vocabulary_once_, [this] {
@@ -101,6 +113,7 @@ StatusOr<std::shared_ptr<const grammar::TokenVocabulary>> OutputConstraints::Voc
     std::vector<int32_t> ends = vocab.EndOfGenerationIds();
     vocabulary_ =
         grammar::TokenVocabulary::Build(std::move(bytes), std::move(never), std::move(ends));
+    vocabulary_built_.store(true);
   });
   return vocabulary_;
 }

@@ -328,6 +328,8 @@ StatusOr<std::unique_ptr<ServingModel>> LoadServingModel(
   limits.context_tokens = context;
   limits.default_max_tokens = config.default_max_tokens;
   m->output_constraints = std::make_unique<OutputConstraints>(m->tokenizer.get());
+  // After the backend's start-up measurements, which want the cores to themselves.
+  m->output_constraints->BuildVocabularyInBackground();
   m->translator = std::make_unique<RequestTranslator>(m->tokenizer.get(), m->chat_template.get(),
                                                       limits, m->output_constraints.get());
 

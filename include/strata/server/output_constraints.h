@@ -4,19 +4,22 @@
 // A format is compiled by the grammar module (JSON Schema, regular expression, GBNF grammar,
 // choice list, any JSON object) against the model's vocabulary as the grammar module sees it:
 // every token's output bytes (TokenToPiece), control/unknown/unused tokens never allowed, the
-// model's end-of-generation tokens allowed exactly where the format may end. The vocabulary is
-// built on the first structured request (a pass over the vocabulary, ~0.1 s for 262k tokens),
-// not at start-up. Compiled formats are kept in a small LRU keyed by the format, so that
-// requests with the same format share one CompiledGrammar and its token-mask caches.
+// model's end-of-generation tokens allowed exactly where the format may end. The vocabulary (a
+// pass over it, ~0.1 s for 262k tokens) is built by BuildVocabularyInBackground, which the server
+// calls at start-up, or else by the first structured request. Compiled formats are kept in a
+// small LRU keyed by the format, so that requests with the same format share one CompiledGrammar
+// and its token-mask caches.
 //
 // Thread rules: any thread (frontend threads translate requests concurrently).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "strata/common/status.h"
@@ -42,6 +45,13 @@ class OutputConstraints {
   // format that does not compile or is over the grammar module's limits.
   StatusOr<std::shared_ptr<engine::TokenConstraint>> For(const OutputFormatInput& format);
 
+  // Starts building the vocabulary on a thread of its own (joined by the destructor), so that the
+  // first structured request does not pay for it; one that comes sooner waits for the rest of
+  // the build. Call at most once. Without it the first structured request builds it.
+  void BuildVocabularyInBackground();
+  // Whether the vocabulary is built (by either), for tests.
+  bool vocabulary_built() const { return vocabulary_built_.load(); }
+
   // Formats compiled so far (cache misses), for tests and logs.
   int64_t compiled_total() const;
 
@@ -55,6 +65,8 @@ class OutputConstraints {
   std::once_flag vocabulary_once_;
   StatusOr<std::shared_ptr<const grammar::TokenVocabulary>> vocabulary_{
       InternalError("the vocabulary is not built")};
+  std::atomic<bool> vocabulary_built_{false};
+  std::thread builder_;  // BuildVocabularyInBackground's; joined by the destructor
 
   mutable std::mutex mutex_;  // guards the LRU and the count
   using Entry = std::pair<std::string, std::shared_ptr<const grammar::CompiledGrammar>>;

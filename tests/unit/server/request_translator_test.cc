@@ -2,14 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
+#include "strata/server/output_constraints.h"
 #include "strata/server/proto_input.h"
 #include "support/tiny_llama.h"
 
@@ -375,6 +380,40 @@ TEST_F(OutputFormatTranslationTest, AFormatBecomesAConstraintAndTheRequestIsNotC
   EXPECT_EQ(constraints_->compiled_total(), 1);
   ASSERT_TRUE(TranslateWithFormats(GreedyWithRegex("ba")).ok());
   EXPECT_EQ(constraints_->compiled_total(), 2);
+}
+
+// The vocabulary is built by the first structured request, or before it when the server asks
+// at start-up; either way the constraints are the same.
+TEST_F(OutputFormatTranslationTest, TheVocabularyIsBuiltAheadOfTheFirstFormatWhenAsked) {
+  EXPECT_FALSE(constraints_->vocabulary_built());
+  ASSERT_TRUE(TranslateWithFormats(GreedyWithRegex("ba")).ok());
+  EXPECT_TRUE(constraints_->vocabulary_built());
+
+  OutputConstraints ahead(tokenizer_.get());
+  ahead.BuildVocabularyInBackground();
+  ahead.BuildVocabularyInBackground();  // a second call changes nothing
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!ahead.vocabulary_built() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(ahead.vocabulary_built());
+  EXPECT_EQ(ahead.compiled_total(), 0);  // built before any format
+  OutputFormatInput format;
+  format.kind = OutputFormatInput::Kind::kRegex;
+  format.text = "ba";
+  auto constraint = ahead.For(format);
+  ASSERT_TRUE(constraint.ok()) << constraint.status().ToString();
+  const size_t words = (tokenizer_->vocab().tokens.size() + 31) / 32;
+  std::vector<uint32_t> a(words, 0), b(words, 0);
+  (*constraint)->FillAllowed(a);
+  StatusOr<TranslatedRequest> lazy = TranslateWithFormats(GreedyWithRegex("ba"));
+  ASSERT_TRUE(lazy.ok());
+  lazy->request.constraint->FillAllowed(b);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(std::count(a.begin(), a.end(), 0u), static_cast<std::ptrdiff_t>(words));
+
+  OutputConstraints destroyed_while_building(tokenizer_.get());
+  destroyed_while_building.BuildVocabularyInBackground();  // the destructor joins the builder
 }
 
 TEST_F(OutputFormatTranslationTest, BadFormatsAreRefusedNamingTheField) {

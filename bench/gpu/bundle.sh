@@ -12,8 +12,11 @@
 #   BUNDLE_DIR/py/         Python stubs of proto/strata/v1 and the pure-Python protobuf they
 #                          were generated against (grpcio comes from the machine)
 #   BUNDLE_DIR/googletest/ GoogleTest's source, for building the tests there instead
+#   BUNDLE_DIR.tar.xz      all of the above in one archive, which check.sh unpacks when given
+#                          it as STRATA_CHECK_PREBUILT: carry that, not the folder
 # The build must have CUDA and the server (the default on a machine with nvcc and the
-# packages). Prints the bundle's size; the GPU machine takes at most 64 MiB per call in all.
+# packages). Prints the sizes; the GPU machine takes at most 64 MiB per call in all, the
+# working tree included, and the folder alone is over that.
 set -euo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 BUILD_DIR BUNDLE_DIR" >&2
@@ -59,3 +62,10 @@ if [[ -d /usr/src/googletest ]]; then
   cp -r /usr/src/googletest "$OUT/googletest"
 fi
 du -sh "$OUT" | awk '{print "bundle: " $1 " in " $2}'
+OUT_ABS=$(cd "$OUT" && pwd)
+tar -cJf "$OUT_ABS.tar.xz" -C "$(dirname "$OUT_ABS")" "$(basename "$OUT_ABS")"
+ARCHIVE_BYTES=$(stat -c %s "$OUT_ABS.tar.xz")
+echo "bundle: $((ARCHIVE_BYTES / 1048576)) MiB in $OUT.tar.xz (carry this one)"
+if ((ARCHIVE_BYTES > 48 * 1048576)); then
+  echo "bundle: warning: the archive leaves under 16 MiB of the 64 MiB a device call carries" >&2
+fi

@@ -22,14 +22,19 @@
 # with under 10 s is skipped:
 #   configure 30 s | build tools 200 s | build gpu tests 90 s | gpu tests 75 s
 #   8B Q4_K model 60 s | strata-bench-gpu 120 s | transformers peer 90 s
-#   servers: 1B 120 s, 8B 120 s, real model 120 s | F16 pass (STRATA_CHECK_F16=1) 190 s
+#   servers: 1B 120 s, 8B 120 s, real model 120 s (each +90 s with features)
+#   F16 pass (STRATA_CHECK_F16=1) 190 s
 #
 # STRATA_CHECK_PREBUILT=DIR takes every binary from a bundle made by bench/gpu/bundle.sh (flat
 # binaries, lib/, py/) instead of building; its strata-server needs no gRPC package on the
-# machine. STRATA_CHECK_REAL_MODEL=FILE.gguf adds the server steps on that model (text prompts,
+# machine. DIR.tar.xz, the archive bundle.sh writes beside it, is unpacked first (the folder
+# itself is over the device call's 64 MiB; the archive is ~15 MB). STRATA_CHECK_REAL_MODEL=FILE.gguf adds the server steps on that model (text prompts,
 # greedy against --backend cpu with exact fp32 matmuls). STRATA_CHECK_ONLY="tests bench peer
-# servers server8b sanitize profile" (any subset) runs only those groups; the default is the
-# first five (compute-sanitizer and the ncu profile are opt-in: they take minutes).
+# servers server8b sanitize profile features" (any subset) runs only those groups; the default
+# is the first five (compute-sanitizer, the ncu profile and the features group are opt-in: they
+# take minutes). features: the server steps also check structured output (the device token
+# bitmask) and speculative decoding (n-gram; a draft model: the 8B-shaped target with the
+# 1B-shaped draft), bench/gpu/server_check.py --features.
 #
 # --no-gpu (or no nvidia-smi device) skips the device steps with a "no device" line; the build
 # and the model generation still run, and the server steps run with --backend cpu so that the
@@ -122,7 +127,18 @@ want() { [[ "$ONLY" == *" $1 "* ]]; }
 # elsewhere left in DIR (same layout as a build folder: bench/, src/tools/, tests/).
 GPU_TEST_NAMES=(strata_kernels_tests strata_backend_cuda_tests strata_backend_factory_tests)
 if [[ -n "${STRATA_CHECK_PREBUILT:-}" ]]; then
-  BUNDLE=$(cd "$STRATA_CHECK_PREBUILT" && pwd)
+  if [[ "$STRATA_CHECK_PREBUILT" == *.tar.xz ]]; then
+    # The archive bundle.sh writes beside the folder: what fits the device call's 64 MiB.
+    UNPACKED=$(mktemp -d "$MODEL_DIR/strata-bundle-XXXXXX")
+    trap 'rm -rf "$UNPACKED"' EXIT
+    tar -xJf "$STRATA_CHECK_PREBUILT" -C "$UNPACKED" || {
+      echo "cannot unpack $STRATA_CHECK_PREBUILT" >&2
+      exit 1
+    }
+    BUNDLE=$(find "$UNPACKED" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+  else
+    BUNDLE=$(cd "$STRATA_CHECK_PREBUILT" && pwd)
+  fi
   export LD_LIBRARY_PATH="$BUNDLE/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   record build "SKIPPED" 0 "prebuilt bundle $(basename "$BUNDLE")"
   MAKE_MODEL=$BUNDLE/strata-make-model
@@ -267,17 +283,34 @@ server() {
 # Random-weight models have near-ties that rounding flips, so their comparison is reported but
 # only the real model's must match.
 REFERENCE=(--reference-flags "--threads 0 --matmul-precision fp32")
+# The features group (structured output and speculative decoding, server_check.py --features)
+# adds three servers per model: 90 s more per step. The 8B-shaped model's draft model is the
+# 1B-shaped one (the same synthetic vocabulary), kept until then.
+FEATURES=()
+EXTRA_S=0
+if want features; then
+  FEATURES=(--features)
+  EXTRA_S=90
+fi
 SMALL=$MODEL_DIR/strata-check-small-q4_k.gguf
-if want servers && make_model small-q4_k q4_k 30 240 "${SMALL_MODEL_FLAGS[@]}"; then
-  server small-q4_k "$SMALL" 120 120 "${REFERENCE[@]}" --stream-tokens 32 --random-weights
+if { want servers || want features; } &&
+  make_model small-q4_k q4_k 30 240 "${SMALL_MODEL_FLAGS[@]}"; then
+  if want servers; then
+    server small-q4_k "$SMALL" $((120 + EXTRA_S)) 120 "${REFERENCE[@]}" --stream-tokens 32 \
+      --random-weights "${FEATURES[@]}"
+  fi
+fi
+if want server8b && [[ -f "$Q4" ]]; then
+  DRAFT=()
+  want features && [[ -f "$SMALL" ]] && DRAFT=(--draft-model "$SMALL")
+  server 8b-q4_k "$Q4" $((120 + EXTRA_S)) \
+    "$([[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]] && echo 120 || echo 0)" \
+    --reference-backend "" --max-tokens 32 --random-weights "${FEATURES[@]}" "${DRAFT[@]}"
 fi
 rm -f "$SMALL"
-if want server8b && [[ -f "$Q4" ]]; then
-  server 8b-q4_k "$Q4" 120 "$([[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]] && echo 120 || echo 0)" \
-    --reference-backend "" --max-tokens 32 --random-weights
-fi
 if want servers && [[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]]; then
-  server real "$STRATA_CHECK_REAL_MODEL" 120 0 "${REFERENCE[@]}" --text-prompts
+  server real "$STRATA_CHECK_REAL_MODEL" $((120 + EXTRA_S)) 0 "${REFERENCE[@]}" --text-prompts \
+    "${FEATURES[@]}"
 fi
 rm -f "$Q4"
 

@@ -4,6 +4,7 @@
     server_check.py --bin DIR --model MODEL.gguf --label NAME --out RESULTS.json
                     [--backend cuda] [--reference-backend cpu] [--prompts 8] [--max-tokens 16]
                     [--streams 64] [--bench-concurrency 1,16,64] [--bench-requests N]
+                    [--features [--draft-model DRAFT.gguf]]
 
 Steps, each recorded (ok / FAILED with the reason) and none stopping the ones after it:
   1. start `strata-server --backend BACKEND` from DIR in a clean environment (only PATH and
@@ -19,6 +20,18 @@ Steps, each recorded (ok / FAILED with the reason) and none stopping the ones af
      compared prompt by prompt; where they first differ, both sides' top-2 log-probabilities
      show whether it is a near-tie. With --random-weights a difference is reported but does
      not fail the step (random-weight models are full of near-ties).
+With --features, also (issues 22 and 18):
+  7. structured output on BACKEND (the token masks go to the device as a bitmask where the
+     backend samples): a choice list, a regular expression and a JSON Schema, each on every
+     prompt greedy and at temperature 1 with a seed; every output that ends with STOP must be
+     in its format (checked here, without the server's grammar code); the greedy ones are
+     compared with the reference backend's in step 6;
+  8. speculative decoding on BACKEND: a server with `--speculative ngram`, then one with
+     `--speculative draft` (--draft-model, default the model itself; 4 draft tokens every step,
+     not adaptive, so that the mechanics run whatever the acceptance), each giving the plain
+     server's greedy tokens (required for a real model, reported for random weights), with the
+     proposed / accepted tokens from /metrics and strata-bench at one stream beside the plain
+     server's. Acceptance means nothing on random weights: this checks mechanics and overhead.
 One JSON object per line goes to --out; a table is printed last. Exit 0 when every step passed.
 
 The stubs of proto/strata/v1 come from DIR/py (generated where grpc_tools exists, with the
@@ -28,6 +41,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -146,23 +160,28 @@ TEXT_PROMPTS = [
 ]
 
 
-def greedy(calls, pb, prompts_list, max_tokens):
+def request(pb, p, sampling, **fields):
+    return (pb.GenerateRequest(prompt=p, sampling=sampling, **fields) if isinstance(p, str) else
+            pb.GenerateRequest(token_ids=pb.TokenIds(ids=p), sampling=sampling, **fields))
+
+
+def greedy(calls, pb, prompts_list, max_tokens, kinds=("plain", "logprobs", "penalties")):
     """Per prompt: the greedy tokens as served without log-probabilities, the tokens again with
     top-2 log-probabilities, those top-2 lists per token, and the tokens of a greedy request
     with repetition, frequency and presence penalties (a backend that samples on the device
-    does all three there)."""
+    does all three there); only the `kinds` asked for (the others' lists stay empty)."""
     out, with_logprobs, tops, penalized = [], [], [], []
     for p in prompts_list:
-        for kind in ("plain", "logprobs", "penalties"):
+        for kind in kinds:
             sampling = pb.SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True,
                                          logprobs=2 if kind == "logprobs" else 0)
             if kind == "penalties":
                 sampling.repetition_penalty = 1.3
                 sampling.frequency_penalty = 0.5
                 sampling.presence_penalty = 0.3
-            req = (pb.GenerateRequest(prompt=p, sampling=sampling) if isinstance(p, str) else
-                   pb.GenerateRequest(token_ids=pb.TokenIds(ids=p), sampling=sampling))
-            r = calls["generate"](req, timeout=300)
+            # No response cache: each call is computed (the cache key ignores the backend path).
+            r = calls["generate"](request(pb, p, sampling, cache=pb.CacheOptions(use=False)),
+                                  timeout=300)
             if kind == "plain":
                 out.append(list(r.token_ids))
             elif kind == "penalties":
@@ -172,6 +191,113 @@ def greedy(calls, pb, prompts_list, max_tokens):
                 tops.append([[(t.token_id, round(t.logprob, 4)) for t in lp.top]
                              for lp in r.logprobs])
     return out, with_logprobs, tops, penalized
+
+
+# Formats whose outputs a few lines of Python can check, each short enough that a random-weight
+# model finishes it within the step's max_tokens: (name, OutputFormat fields, check(text)).
+CHOICES = ["alpha", "beta", "gamma delta"]
+REGEX = r"(yes|no)-[0-9]{1,3}"
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["ok", "n"],
+          "properties": {"ok": {"type": "boolean"},
+                         "n": {"type": "integer", "minimum": 0, "maximum": 99}}}
+
+
+def schema_ok(text):
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return False
+    return (isinstance(v, dict) and set(v) == {"ok", "n"} and isinstance(v["ok"], bool)
+            and type(v["n"]) is int and 0 <= v["n"] <= 99)
+
+
+FORMATS = [
+    ("choice", lambda pb: pb.OutputFormat(choice=pb.Choices(choices=CHOICES)),
+     lambda t: t in CHOICES),
+    ("regex", lambda pb: pb.OutputFormat(regex=REGEX), lambda t: re.fullmatch(REGEX, t) is not None),
+    ("json_schema", lambda pb: pb.OutputFormat(json_schema=json.dumps(SCHEMA)), schema_ok),
+]
+
+
+def structured(calls, pb, prompts_list, max_tokens=48):
+    """Every format on every prompt, greedy and at temperature 1 (seed = prompt index): rows of
+    (format, kind, prompt index, token ids, text, finish reason, in its format)."""
+    rows = []
+    for name, make, check in FORMATS:
+        for i, p in enumerate(prompts_list):
+            for kind in ("greedy", "sampled"):
+                sampling = pb.SamplingParams(max_tokens=max_tokens,
+                                             temperature=0 if kind == "greedy" else 1.0, seed=i)
+                r = calls["generate"](request(pb, p, sampling, output_format=make(pb),
+                                              cache=pb.CacheOptions(use=False)), timeout=300)
+                rows.append((name, kind, i, list(r.token_ids), r.text, r.finish_reason,
+                             check(r.text)))
+    return rows
+
+
+def structured_summary(pb, rows):
+    """(ok, detail): every output that ended with STOP is in its format, and some did."""
+    stopped = [r for r in rows if r[5] == pb.FINISH_REASON_STOP]
+    bad = [r for r in stopped if not r[6]]
+    by_format = {}
+    for name, _, _, _, _, finish, valid in rows:
+        done, good, total = by_format.get(name, (0, 0, 0))
+        by_format[name] = (done + (finish == pb.FINISH_REASON_STOP),
+                           good + (finish == pb.FINISH_REASON_STOP and valid), total + 1)
+    detail = "; ".join(f"{n}: {g}/{d} stopped outputs valid of {t}"
+                       for n, (d, g, t) in by_format.items())
+    if bad:
+        detail += f"; first invalid: {bad[0][0]} {bad[0][1]} prompt {bad[0][2]}: {bad[0][4]!r}"
+    return bool(stopped) and not bad, detail
+
+
+def metric_sum(values, name):
+    return sum(v for k, v in values.items() if k == name or k.startswith(name + "{"))
+
+
+def speculative(args, grpc, pb, ids_list, plain, plain_c1):
+    """Step 8: per proposer, a server on BACKEND with it; greedy tokens against the plain
+    server's, the proposer's counters, strata-bench at one stream."""
+    draft = args.draft_model or args.model
+    modes = [("ngram", ["--speculative", "ngram"]),
+             # Every step drafts (no adaptive policy, which would turn drafts off where they
+             # miss, as on random weights): the draft model's mechanics and cost are measured.
+             ("draft", ["--speculative", "draft", "--speculative-draft-model", str(draft),
+                        "--speculative-adaptive", "false", "--speculative-tokens", "4"])]
+    for mode, flags in modes:
+        step = f"{args.label}: speculative {mode} on {args.backend}"
+        server = None
+        try:
+            server = Server(args.bin, args.model, args.backend, f"{args.label}-{mode}",
+                            args.server_flags.split() + flags)
+            calls, info = connect(grpc, pb, server)
+            got = greedy(calls, pb, ids_list, args.max_tokens, kinds=("plain",))[0]
+            same = sum(1 for a, b in zip(got, plain) if a == b)
+            m = server.metrics()
+            proposed = metric_sum(m, "strata_speculative_proposed_tokens_total")
+            accepted = metric_sum(m, "strata_speculative_accepted_tokens_total")
+            verifications = metric_sum(m, "strata_speculative_verifications_total")
+            proc, lines = bench(args.bin, server, 1, 4, args.bench_prompt_tokens,
+                                args.bench_output_tokens, info.vocab_size, seed=3000)
+            tps = lines[-1]["results"]["output_tokens_per_s"] if lines else None
+            ratio = (f"{tps / plain_c1:.2f}x the plain server's {plain_c1:.1f}"
+                     if tps and plain_c1 else "no plain c=1 figure")
+            ok = (same == len(plain) or args.random_weights) and verifications > 0 and                 proc.returncode == 0
+            record(step, ok,
+                   f"greedy {same}/{len(plain)} prompts identical to the plain server"
+                   + (" (informational: random weights)" if args.random_weights and
+                      same != len(plain) else "")
+                   + f"; {verifications:.0f} verifications, {accepted:.0f}/{proposed:.0f} "
+                   f"draft tokens accepted; strata-bench c=1: "
+                   + (f"{tps:.1f} output tok/s, {ratio}" if tps else
+                      (proc.stderr or proc.stdout)[-120:]),
+                   mode=mode, tokens=got, proposed=proposed, accepted=accepted,
+                   bench=lines[-1] if lines else None)
+        except Exception as e:  # noqa: BLE001
+            record(step, False, str(e)[:300])
+        finally:
+            if server:
+                server.stop()
 
 
 def logprob_gap(tops_a, tops_b):
@@ -255,12 +381,18 @@ def main():
     ap.add_argument("--bench-requests", type=int, default=0, help="0: 2 x concurrency, >= 8")
     ap.add_argument("--bench-prompt-tokens", type=int, default=128)
     ap.add_argument("--bench-output-tokens", type=int, default=64)
+    ap.add_argument("--features", action="store_true",
+                    help="also structured output and speculative decoding (steps 7 and 8)")
+    ap.add_argument("--draft-model", default="",
+                    help="--features: the draft of --speculative draft (default: the model)")
     args = ap.parse_args()
     grpc, pb = load_stubs(args.py or args.bin / "py")
     label = args.label
 
     server = None
     served = None
+    shaped = None  # step 7's rows
+    plain_c1 = None  # output tokens/s of strata-bench c=1 on the plain server
     try:
         t0 = time.monotonic()
         server = Server(args.bin, args.model, args.backend, label, args.server_flags.split())
@@ -318,6 +450,8 @@ def main():
                     continue
                 r = lines[-1]
                 record(step, True, summarize(r), bench=r)
+                if c == 1:
+                    plain_c1 = r.get("results", {}).get("output_tokens_per_s")
             except Exception as e:  # noqa: BLE001
                 record(step, False, str(e)[:200])
         for c in [int(x) for x in args.transport_concurrency.split(",") if x]:
@@ -338,11 +472,22 @@ def main():
                        f"HTTP/gRPC {h / g:.3f}", grpc=tps["grpc"], http=tps["http"])
             except Exception as e:  # noqa: BLE001
                 record(step, False, str(e)[:200])
+        if args.features:
+            step = f"{label}: structured output on {args.backend}"
+            try:
+                shaped = structured(calls, pb, ids_list)
+                ok, detail = structured_summary(pb, shaped)
+                record(step, ok, detail, rows=[r[:6] for r in shaped])
+            except Exception as e:  # noqa: BLE001
+                record(step, False, str(e)[:300])
     except Exception as e:  # noqa: BLE001
         record(f"{label}: start --backend {args.backend}", False, str(e)[:300])
     finally:
         if server:
             server.stop()
+
+    if args.features and served is not None:
+        speculative(args, grpc, pb, ids_list, served, plain_c1)
 
     if args.reference_backend and served is not None:
         ref = None
@@ -383,6 +528,15 @@ def main():
             gap = logprob_gap(served_tops, expected_tops)
             record(f"{label}: top-1 logprob {args.backend} vs {args.reference_backend}",
                    gap < 0.05, f"largest |difference| {gap:.4f} (same token, rounded to 1e-4)")
+            if shaped is not None:
+                greedy_rows = [r for r in shaped if r[1] == "greedy"]
+                theirs = [r for r in structured(calls, pb, ids_list) if r[1] == "greedy"]
+                same = sum(1 for a, b in zip(greedy_rows, theirs) if a[3] == b[3])
+                record(f"{label}: structured greedy {args.backend} == {args.reference_backend}",
+                       same == len(theirs) or args.random_weights,
+                       f"{same}/{len(theirs)} constrained greedy outputs identical"
+                       + (" (informational: random weights)" if args.random_weights and
+                          same != len(theirs) else ""))
         except Exception as e:  # noqa: BLE001
             record(step, False, str(e)[:300])
         finally:

@@ -33,9 +33,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from bench_env import (add_server_arguments, cpu_model, publish, resolve,  # noqa: E402
-                       strata_commit, use_build)
-from strata_server import Server, greedy, pb  # noqa: E402
+
+
+class Target:
+    """What the phases need of a running strata-server, so that bench/gpu/server_check.py can
+    run them on the device (stdlib, grpcio and the bundle's stubs only) as this script does
+    through tests/integration/strata_server.py: the generation stubs `pb`, `stream(request)`
+    (GenerateStream's messages), `metric(name)` (a sample of /metrics, 0 when absent), the
+    HTTP port, and the job lines' endpoint (`chat`: /v1/chat/completions, which needs a chat
+    template; else /v1/completions)."""
+
+    def __init__(self, pb, stream, metric, http_port: int, chat: bool = True):
+        self.pb, self.stream, self.metric = pb, stream, metric
+        self.http_port, self.chat = http_port, chat
 
 PROMPTS = [
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
@@ -50,7 +60,7 @@ def p99(values):
     return values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
 
 
-def interactive(server: Server, args, seconds: float) -> dict:
+def interactive(server: Target, args, seconds: float) -> dict:
     ttft, itl = [], []
     lock = threading.Lock()
     stop = threading.Event()
@@ -61,12 +71,15 @@ def interactive(server: Server, args, seconds: float) -> dict:
         while not stop.is_set():
             if args.think_ms > 0 and stop.wait(rng.expovariate(1000.0 / args.think_ms)):
                 break
-            request = pb.GenerateRequest(prompt=PROMPTS[i % len(PROMPTS)],
-                                         sampling=greedy(args.max_tokens))
+            pb = server.pb
+            request = pb.GenerateRequest(
+                prompt=PROMPTS[i % len(PROMPTS)],
+                sampling=pb.SamplingParams(max_tokens=args.max_tokens, temperature=0.0,
+                                           ignore_eos=True))
             i += 1
             start = last = time.monotonic()
             first, gaps = None, []
-            for message in server.stub.GenerateStream(request, timeout=600):
+            for message in server.stream(request):
                 now = time.monotonic()
                 n = len(message.token_ids)
                 if n == 0:
@@ -102,14 +115,24 @@ def post_json(url: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
-def start_job(server: Server, args, tag: str) -> str:
+def start_job(server: Target, args, tag: str) -> str:
     base = f"http://127.0.0.1:{server.http_port}/v1"
-    lines = "".join(json.dumps({
-        "custom_id": f"{tag}-{i}", "method": "POST", "url": "/v1/chat/completions",
-        "body": {"model": "gemma-3-270m-q4_k_m", "max_tokens": args.batch_max_tokens,
-                 "temperature": 0, "messages": [{"role": "user",
-                                                 "content": f"{PROMPTS[i % len(PROMPTS)]} ({i})"}]},
-    }) + "\n" for i in range(args.lines)).encode()
+    endpoint = "/v1/chat/completions" if server.chat else "/v1/completions"
+    with urllib.request.urlopen(f"{base}/models", timeout=30) as r:
+        model = json.loads(r.read())["data"][0]["id"]  # a line naming another model fails
+
+    def body(i: int) -> dict:
+        # The tag keeps one job's prompts from being the other's (prefix-cache hits).
+        text = f"{PROMPTS[i % len(PROMPTS)]} ({tag} {i})"
+        b = {"model": model, "max_tokens": args.batch_max_tokens, "temperature": 0}
+        if server.chat:
+            b["messages"] = [{"role": "user", "content": text}]
+        else:
+            b["prompt"] = text
+        return b
+
+    lines = "".join(json.dumps({"custom_id": f"{tag}-{i}", "method": "POST", "url": endpoint,
+                                "body": body(i)}) + "\n" for i in range(args.lines)).encode()
     boundary = "strata-bench-boundary"
     form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
@@ -120,19 +143,18 @@ def start_job(server: Server, args, tag: str) -> str:
         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
     with urllib.request.urlopen(request, timeout=60) as r:
         file_id = json.loads(r.read())["id"]
-    batch = post_json(f"{base}/batches", {"input_file_id": file_id,
-                                          "endpoint": "/v1/chat/completions",
+    batch = post_json(f"{base}/batches", {"input_file_id": file_id, "endpoint": endpoint,
                                           "completion_window": "24h"})
     return batch["id"]
 
 
-def batch_counts(server: Server, batch_id: str) -> dict:
+def batch_counts(server: Target, batch_id: str) -> dict:
     with urllib.request.urlopen(
             f"http://127.0.0.1:{server.http_port}/v1/batches/{batch_id}", timeout=30) as r:
         return json.loads(r.read())
 
 
-def job_rate(server: Server, batch_id: str, seconds: float) -> float:
+def job_rate(server: Target, batch_id: str, seconds: float) -> float:
     """The job's generated tokens per second over `seconds` (lines done x tokens per line)."""
     before = batch_counts(server, batch_id)["request_counts"]["completed"]
     time.sleep(seconds)
@@ -140,7 +162,37 @@ def job_rate(server: Server, batch_id: str, seconds: float) -> float:
     return after - before
 
 
+def measure(server: Target, args) -> dict:
+    """The three phases on a serving `server` started with --jobs-db (args: streams, max_tokens,
+    lines, batch_max_tokens, phase_s, warmup_s, think_ms): {"alone", "both"} (interactive()'s
+    dicts), "idle_lines" (job lines done in a phase alone), "lines" (the same beside the
+    interactive load), "share" (lines / idle_lines), "ttft_rise" and "itl_rise" (both / alone
+    - 1)."""
+    interactive(server, args, args.warmup_s)
+    alone = interactive(server, args, args.phase_s)
+    idle_job = start_job(server, args, "idle")
+    time.sleep(args.warmup_s)
+    idle_lines = job_rate(server, idle_job, args.phase_s)
+    urllib.request.urlopen(urllib.request.Request(
+        f"http://127.0.0.1:{server.http_port}/v1/batches/{idle_job}/cancel", data=b"",
+        method="POST"), timeout=30).read()
+    busy_job = start_job(server, args, "busy")
+    rate = {}
+    watcher = threading.Thread(
+        target=lambda: rate.update(lines=job_rate(server, busy_job, args.phase_s)))
+    watcher.start()
+    both = interactive(server, args, args.phase_s)
+    watcher.join()
+
+    def rise(key):
+        return both[key] / alone[key] - 1 if alone[key] > 0 else float("nan")
+    return {"alone": alone, "both": both, "idle_lines": idle_lines, "lines": rate["lines"],
+            "share": rate["lines"] / idle_lines if idle_lines else float("nan"),
+            "ttft_rise": rise("ttft_p99"), "itl_rise": rise("itl_p99")}
+
+
 def main() -> int:
+    from bench_env import add_server_arguments
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     add_server_arguments(p)
     p.add_argument("--streams", type=int, default=16)
@@ -153,29 +205,20 @@ def main() -> int:
                    help="mean think time between a stream's calls (0: closed loop)")
     p.add_argument("--server-flags", default="", help="more strata-server flags, space-separated")
     args = p.parse_args()
+    from bench_env import cpu_model, publish, resolve, strata_commit, use_build
     use_build(args)
+    from strata_server import Server, pb
     db = Path(tempfile.mkdtemp(prefix="batch-fill-")) / "jobs.db"
     server = Server("--jobs-db", str(db), *args.server_flags.split(), threads=args.threads,
                     model=resolve(args.model))
     try:
         server.wait_serving()
-        interactive(server, args, args.warmup_s)
-        alone = interactive(server, args, args.phase_s)
-        idle_job = start_job(server, args, "idle")
-        time.sleep(args.warmup_s)
-        idle_lines = job_rate(server, idle_job, args.phase_s)
-        urllib.request.urlopen(urllib.request.Request(
-            f"http://127.0.0.1:{server.http_port}/v1/batches/{idle_job}/cancel", data=b"",
-            method="POST"), timeout=30).read()
-        busy_job = start_job(server, args, "busy")
-        rate = {}
-        watcher = threading.Thread(
-            target=lambda: rate.update(lines=job_rate(server, busy_job, args.phase_s)))
-        watcher.start()
-        both = interactive(server, args, args.phase_s)
-        watcher.join()
+        m = measure(Target(pb, lambda r: server.stub.GenerateStream(r, timeout=600),
+                           server.metric, server.http_port), args)
     finally:
         assert server.stop() == 0, server.log()
+    alone, both, idle_lines = m["alone"], m["both"], m["idle_lines"]
+    rate = {"lines": m["lines"]}
 
     def rise(a, b):
         return f"{(b / a - 1) * 100:+.0f}%"

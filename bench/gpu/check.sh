@@ -22,19 +22,21 @@
 # with under 10 s is skipped:
 #   configure 30 s | build tools 200 s | build gpu tests 90 s | gpu tests 75 s
 #   8B Q4_K model 60 s | strata-bench-gpu 120 s | transformers peer 90 s
-#   servers: 1B 120 s, 8B 120 s, real model 120 s (each +90 s with features)
+#   servers: 1B 120 s, 8B 120 s, real model 120 s (each +90 s with features), batch fill 150 s
 #   F16 pass (STRATA_CHECK_F16=1) 190 s
 #
 # STRATA_CHECK_PREBUILT=DIR takes every binary from a bundle made by bench/gpu/bundle.sh (flat
 # binaries, lib/, py/) instead of building; its strata-server needs no gRPC package on the
 # machine. DIR.tar.xz, the archive bundle.sh writes beside it, is unpacked first (the folder
-# itself is over the device call's 64 MiB; the archive is ~15 MB). STRATA_CHECK_REAL_MODEL=FILE.gguf adds the server steps on that model (text prompts,
-# greedy against --backend cpu with exact fp32 matmuls). STRATA_CHECK_ONLY="tests bench peer
-# servers server8b sanitize profile features" (any subset) runs only those groups; the default
-# is the first five (compute-sanitizer, the ncu profile and the features group are opt-in: they
-# take minutes). features: the server steps also check structured output (the device token
-# bitmask) and speculative decoding (n-gram; a draft model: the 8B-shaped target with the
-# 1B-shaped draft), bench/gpu/server_check.py --features.
+# itself is over the device call's 64 MiB; the archive is ~15 MB).
+# STRATA_CHECK_REAL_MODEL=FILE.gguf adds the server steps on that model (text prompts, greedy
+# against --backend cpu with exact fp32 matmuls). STRATA_CHECK_ONLY="tests bench peer
+# servers server8b sanitize profile features batchfill" (any subset) runs only those groups; the
+# default is the first five (compute-sanitizer, the ncu profile, features and batchfill are
+# opt-in: they take minutes). features: the server steps also check structured output (the
+# device token bitmask) and speculative decoding (n-gram; a draft model: the 8B-shaped target
+# with the 1B-shaped draft), bench/gpu/server_check.py --features. batchfill: bench/batch_fill.py's
+# phases on the 8B-shaped model (server_check.py --batch-fill-s 30; 150 s).
 #
 # --no-gpu (or no nvidia-smi device) skips the device steps with a "no device" line; the build
 # and the model generation still run, and the server steps run with --backend cpu so that the
@@ -222,7 +224,9 @@ bench() {
 
 # ---- 3. the 8B Q4_K model: cap 60 s (about 5 GB) ------------------------------------------
 Q4=$MODEL_DIR/strata-check-q4_k.gguf
-if want bench || want server8b || want profile; then make_model q4_k q4_k 60 130; fi
+if want bench || want server8b || want profile || want batchfill; then
+  make_model q4_k q4_k 60 130
+fi
 
 # ---- 4. strata-bench-gpu on it: cap 120 s -------------------------------------------------
 want bench && bench q4_k 120 60 --model "$Q4" --copy-mib 2048 --attn-seqs 32,64,128 \
@@ -308,6 +312,11 @@ if want server8b && [[ -f "$Q4" ]]; then
     --reference-backend "" --max-tokens 32 --random-weights "${FEATURES[@]}" "${DRAFT[@]}"
 fi
 rm -f "$SMALL"
+# Issue 21 on the device: a 2,000-line batch job beside 16 interactive streams (30 s phases).
+if want batchfill && [[ -f "$Q4" ]]; then
+  server 8b-q4_k-batch "$Q4" 150 \
+    "$([[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]] && echo 120 || echo 0)" --batch-fill-s 30
+fi
 if want servers && [[ -n "${STRATA_CHECK_REAL_MODEL:-}" ]]; then
   server real "$STRATA_CHECK_REAL_MODEL" $((120 + EXTRA_S)) 0 "${REFERENCE[@]}" --text-prompts \
     "${FEATURES[@]}"
@@ -358,6 +367,8 @@ fi
   section "strata-server, 1B-shaped Q4_K (greedy against --backend cpu)" "== server_small-q4_k " \
     "$OUT/server.log"
   section "strata-server, 8B-shaped Q4_K" "== server_8b-q4_k " "$OUT/server.log"
+  section "strata-server, 8B-shaped Q4_K: a batch job beside 16 streams" \
+    "== server_8b-q4_k-batch " "$OUT/server.log"
   section "strata-server, ${STRATA_CHECK_REAL_MODEL:-real model}" "== server_real " \
     "$OUT/server.log"
 } >"$TABLE"

@@ -4,7 +4,7 @@
     server_check.py --bin DIR --model MODEL.gguf --label NAME --out RESULTS.json
                     [--backend cuda] [--reference-backend cpu] [--prompts 8] [--max-tokens 16]
                     [--streams 64] [--bench-concurrency 1,16,64] [--bench-requests N]
-                    [--features [--draft-model DRAFT.gguf]]
+                    [--features [--draft-model DRAFT.gguf]] [--batch-fill-s S]
 
 Steps, each recorded (ok / FAILED with the reason) and none stopping the ones after it:
   1. start `strata-server --backend BACKEND` from DIR in a clean environment (only PATH and
@@ -32,6 +32,10 @@ With --features, also (issues 22 and 18):
      server's greedy tokens (required for a real model, reported for random weights), with the
      proposed / accepted tokens from /metrics and strata-bench at one stream beside the plain
      server's. Acceptance means nothing on random weights: this checks mechanics and overhead.
+With --batch-fill-s S, only (issue 21):
+  9. bench/batch_fill.py's phases of S seconds on a server of its own with --jobs-db: 16
+     greedy gRPC streams alone, a 2,000-line job alone, both at once; ok when the interactive
+     TTFT P99 and ITL P99 rise by 10% at most and the job keeps 50% of its rate alone.
 One JSON object per line goes to --out; a table is printed last. Exit 0 when every step passed.
 
 The stubs of proto/strata/v1 come from DIR/py (generated where grpc_tools exists, with the
@@ -300,6 +304,45 @@ def speculative(args, grpc, pb, ids_list, plain, plain_c1):
                 server.stop()
 
 
+def batch_fill(args, grpc, pb):
+    """Step 9 (issue 21): bench/batch_fill.py's three phases on BACKEND, on a server of its own
+    with --jobs-db: 16 greedy gRPC streams alone, a 2,000-line job alone, both at once. The bar:
+    interactive TTFT P99 and ITL P99 up by at most 10%, the job at 50% or more of its rate
+    alone."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
+    import batch_fill as bf
+    step = f"{args.label}: batch job beside 16 streams on {args.backend}"
+    server = None
+    try:
+        db = Path(tempfile.mkdtemp(prefix="strata-jobs-")) / "jobs.db"
+        server = Server(args.bin, args.model, args.backend, f"{args.label}-batch",
+                        args.server_flags.split() + ["--jobs-db", str(db)])
+        calls, info = connect(grpc, pb, server)
+        target = bf.Target(pb, lambda r: calls["stream"](r, timeout=600),
+                           lambda name: server.metrics().get(name, 0.0), server.http_port,
+                           chat=bool(info.chat_template))
+        phase = args.batch_fill_s
+        opts = argparse.Namespace(streams=16, max_tokens=48, lines=2000, batch_max_tokens=16,
+                                  phase_s=phase, warmup_s=min(10.0, phase / 2), think_ms=0)
+        m = bf.measure(target, opts)
+        alone, both = m["alone"], m["both"]
+        ok = m["ttft_rise"] <= 0.10 and m["itl_rise"] <= 0.10 and m["share"] >= 0.5
+        record(step, ok,
+               f"{phase:.0f} s phases: TTFT P99 {alone['ttft_p99'] * 1e3:.0f} -> "
+               f"{both['ttft_p99'] * 1e3:.0f} ms ({m['ttft_rise'] * 100:+.0f}%), ITL P99 "
+               f"{alone['itl_p99'] * 1e3:.1f} -> {both['itl_p99'] * 1e3:.1f} ms "
+               f"({m['itl_rise'] * 100:+.0f}%), interactive calls {alone['calls']} -> "
+               f"{both['calls']}; job lines {m['idle_lines']} alone, {m['lines']} beside "
+               f"({m['share'] * 100:.0f}%); engine busy {alone['busy'] * 100:.0f}% with the "
+               f"streams alone (bar: P99s +10% at most, job >= 50%)",
+               batch_fill={k: v for k, v in m.items()})
+    except Exception as e:  # noqa: BLE001
+        record(step, False, str(e)[:300])
+    finally:
+        if server:
+            server.stop()
+
+
 def logprob_gap(tops_a, tops_b):
     """The largest |a - b| between the top-1 log-probabilities of the same token, over the
     positions before each prompt's first difference."""
@@ -385,9 +428,15 @@ def main():
                     help="also structured output and speculative decoding (steps 7 and 8)")
     ap.add_argument("--draft-model", default="",
                     help="--features: the draft of --speculative draft (default: the model)")
+    ap.add_argument("--batch-fill-s", type=float, default=0,
+                    help="> 0: only step 9, the batch job beside interactive streams, with "
+                    "phases of this many seconds")
     args = ap.parse_args()
     grpc, pb = load_stubs(args.py or args.bin / "py")
     label = args.label
+    if args.batch_fill_s > 0:
+        batch_fill(args, grpc, pb)
+        return report(args)
 
     server = None
     served = None
@@ -543,10 +592,15 @@ def main():
             if ref:
                 ref.stop()
 
+    return report(args)
+
+
+def report(args):
+    """Appends RESULTS to --out, prints the table; 0 when every step passed."""
     with open(args.out, "a") as f:
         for r in RESULTS:
-            f.write(json.dumps({"label": label, **r}) + "\n")
-    print(f"\n### strata-server ({label})\n")
+            f.write(json.dumps({"label": args.label, **r}) + "\n")
+    print(f"\n### strata-server ({args.label})\n")
     print("| step | status | detail |\n|---|---|---|")
     for step, status, detail in ROWS:
         print(f"| {step} | {status} | {detail.replace('|', '/')} |")

@@ -74,7 +74,7 @@ class ModelRunner {
   backend::SampledStep step_;
   std::vector<int64_t> host_row_;   // per row of the last Run: its index in step_.logits or -1
   std::vector<HostRow> to_sample_;  // the rows of the last Run sampled on the host
-  std::vector<const sampling::Sampler*> distinct_;
+  std::vector<const sampling::Sampler*> distinct_;  // to_sample_'s samplers, sorted
   int64_t backend_rows_ = 0;
   int64_t host_rows_ = 0;
 };

@@ -9,8 +9,8 @@ OpenAI API):
              for that N: one slot per stream)
 Closed loop at each --concurrency (default 1,4,16,64; requests = --requests-per-stream x N,
 at least 4), then an open-loop sweep of --request-rates (Poisson arrivals) against strata and
-llama (-np --rate-slots). Random-id prompts of --prompt-tokens, --output-tokens greedy tokens,
-EOS ignored.
+llama (-np --rate-slots). Random-id prompts of --prompt-tokens, --output-tokens greedy tokens
+(or sampled with --temperature and --top-p, each request with its own seed), EOS ignored.
 
 Goals checked (issue 19): at 16 streams Strata >= 3x llama's output tokens/s, TTFT P99 <= 0.5 s,
 ITL P99 <= llama's; at 64 streams Strata's throughput >= its 16-stream figure; with q8_0 KV the
@@ -68,10 +68,15 @@ def report(rows: list[dict], infos: dict, args) -> tuple[str, bool]:
         return next((r for r in rows if r["system"] == system and r["concurrency"] == c
                      and r["request_rate"] == rate), None)
 
+    sampling = ("greedy" if args.temperature <= 0 else
+                f"sampled (temperature {args.temperature:g}, top_p {args.top_p:g}"
+                + (f", top_k {args.top_k}" if args.top_k is not None else "")
+                + (f", min_p {args.min_p:g}" if args.min_p is not None else "")
+                + ", a seed per request)")
     lines = [f"{cpu_model()}, Strata {strata_commit()}, llama.cpp from "
              f"{peer_source(args.llama_server)}; {args.threads} threads each, "
-             f"{args.prompt_tokens}-token random-id prompts, {args.output_tokens} greedy output "
-             f"tokens (EOS ignored), Strata over {args.strata_transport}; load average at start "
+             f"{args.prompt_tokens}-token random-id prompts, {args.output_tokens} {sampling} "
+             f"output tokens (EOS ignored), Strata over {args.strata_transport}; load average at start "
              f"{args.load_at_start:.2f}. Strata runs with default settings"
              f"{' plus ' + args.strata_flags if args.strata_flags else ''}; llama-server with "
              f"-np N -c N x {args.prompt_tokens + args.output_tokens + 64} per concurrency N.", "",
@@ -132,6 +137,13 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--temperature", type=float, default=0,
+                   help="sample with this temperature, a seed per request (0: greedy)")
+    p.add_argument("--top-p", type=float, default=1.0, help="with --temperature")
+    p.add_argument("--top-k", type=int, default=None,
+                   help="with --temperature, sent to both servers (default: not sent, so each "
+                   "applies its own: llama-server top_k 40 and min_p 0.05, Strata neither)")
+    p.add_argument("--min-p", type=float, default=None, help="with --temperature, as --top-k")
     p.add_argument("--systems", default="strata,strata-q8,llama")
     p.add_argument("--model", default="models/gemma-3-270m-q4_k_m.gguf")
     p.add_argument("--build", default="build")

@@ -149,6 +149,12 @@ def run_bench(args, server: Running, label: str, load: list[str], requests: int,
            "--num-requests", str(requests), "--warmup-requests", str(args.warmup),
            "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
            "--seed", str(args.seed), "--json", str(results), "--label", label]
+    if getattr(args, "temperature", 0) > 0:  # sampled, a seed per request (default: greedy)
+        cmd += ["--temperature", str(args.temperature), "--top-p", str(args.top_p)]
+        for flag, value in (("--top-k", getattr(args, "top_k", None)),
+                            ("--min-p", getattr(args, "min_p", None))):
+            if value is not None:
+                cmd += [flag, str(value)]
     before = results.read_text().count("\n") if results.exists() else 0
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:

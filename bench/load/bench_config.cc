@@ -28,8 +28,14 @@ const char kBenchUsage[] =
     "  --warmup-requests K          sent first, at the same concurrency, and not counted (0)\n"
     "workload:\n"
     "  --prompt-tokens N|MIN:MAX    prompt length, fixed or uniform (128)\n"
-    "  --output-tokens N|MIN:MAX    generated length, fixed or uniform (128); greedy, EOS\n"
-    "                               ignored, so every request generates exactly this many\n"
+    "  --output-tokens N|MIN:MAX    generated length, fixed or uniform (128); EOS ignored, so\n"
+    "                               every request generates exactly this many\n"
+    "  --temperature T              sample with this temperature (0: greedy, the default),\n"
+    "                               each request with a seed of its own from --seed\n"
+    "  --top-p P                    nucleus sampling's top_p with --temperature (1: off)\n"
+    "  --top-k K --min-p P          also sent with --temperature (default: not sent, so each\n"
+    "                               server applies its own default: llama-server's is top_k 40,\n"
+    "                               min_p 0.05; Strata's and OpenAI's are off)\n"
     "  --dataset FILE               JSONL: {\"prompt\": \"...\"} or {\"prompt_token_ids\": "
     "[...]},\n"
     "                               optional \"output_tokens\" (default --output-tokens)\n"
@@ -134,6 +140,10 @@ StatusOr<BenchConfig> ParseBenchFlags(int argc, const char* const* argv, bool* h
       {"--dataset", set_string(&c.dataset)},
       {"--token-ids", set_string(&c.token_ids_text)},
       {"--seed", set_int(&seed, 0)},
+      {"--temperature", set_double(&c.temperature, 0)},
+      {"--top-p", set_double(&c.top_p, 0)},
+      {"--top-k", set_int(&c.top_k, 0)},
+      {"--min-p", set_double(&c.min_p, 0)},
       {"--slo-ttft-ms", set_slo(&c.slo.ttft_ms)},
       {"--slo-tpot-ms", set_slo(&c.slo.tpot_ms)},
       {"--slo-itl-ms", set_slo(&c.slo.itl_ms)},
@@ -170,6 +180,10 @@ StatusOr<BenchConfig> ParseBenchFlags(int argc, const char* const* argv, bool* h
     return InvalidArgumentError("--target must be strata or openai, got '" + c.target + "'");
   }
   if (c.burstiness <= 0) return InvalidArgumentError("--burstiness must be > 0");
+  if (!(c.top_p > 0 && c.top_p <= 1)) {
+    return InvalidArgumentError("--top-p must be greater than 0 and at most 1");
+  }
+  if (c.min_p > 1) return InvalidArgumentError("--min-p must be at most 1");
   if (c.request_timeout_s <= 0) return InvalidArgumentError("--request-timeout must be > 0");
   STRATA_ASSIGN_OR_RETURN(c.prompt_tokens,
                           ParseIntRange("--prompt-tokens", c.prompt_tokens_text, 1));
@@ -203,6 +217,10 @@ nlohmann::ordered_json ConfigJson(const BenchConfig& c) {
   j["dataset"] = c.dataset;
   j["token_ids"] = c.token_ids_text;
   j["seed"] = static_cast<int64_t>(c.seed);
+  j["temperature"] = c.temperature;
+  j["top_p"] = c.top_p;
+  j["top_k"] = c.top_k;
+  j["min_p"] = c.min_p;
   j["slo_ttft_ms"] = optional_number(c.slo.ttft_ms);
   j["slo_tpot_ms"] = optional_number(c.slo.tpot_ms);
   j["slo_itl_ms"] = optional_number(c.slo.itl_ms);

@@ -37,6 +37,10 @@ struct BenchConfig {
   std::string token_ids_text = "1000:29999";
   IntRange token_ids{1000, 29999};
   uint64_t seed = 0;
+  double temperature = 0;  // 0: greedy
+  double top_p = 1;
+  int64_t top_k = -1;  // -1: not sent
+  double min_p = -1;   // -1: not sent
   Slo slo;
   int64_t max_errors = 10;
   double request_timeout_s = 600;

@@ -132,7 +132,13 @@ std::string OpenAiClient::RequestBody(const RequestSpec& spec, const std::string
   }
   body["max_tokens"] = spec.output_tokens;
   body["stream"] = true;
-  body["temperature"] = 0;
+  body["temperature"] = spec.temperature;
+  if (spec.temperature > 0) {
+    body["top_p"] = spec.top_p;
+    body["seed"] = spec.seed;
+    if (spec.top_k >= 0) body["top_k"] = spec.top_k;
+    if (spec.min_p >= 0) body["min_p"] = spec.min_p;
+  }
   body["ignore_eos"] = true;
   body["stream_options"] = {{"include_usage", true}};
   return JsonText(body);

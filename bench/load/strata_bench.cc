@@ -33,6 +33,7 @@ int Run(const BenchConfig& config) {
     if (!entries.ok()) return Fail(entries.status().ToString(), 2);
     workload = Workload::FromDataset(std::move(entries).value());
   }
+  workload.SetSampling(config.temperature, config.top_p, config.top_k, config.min_p);
 
   // The target.
   std::unique_ptr<TargetClient> client;

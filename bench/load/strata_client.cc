@@ -32,7 +32,13 @@ class StreamReactor : public grpc::ClientReadReactor<v1::GenerateStreamResponse>
     }
     v1::SamplingParams* sampling = request_.mutable_sampling();
     sampling->set_max_tokens(static_cast<int32_t>(spec.output_tokens));
-    sampling->set_temperature(0);
+    sampling->set_temperature(static_cast<float>(spec.temperature));
+    if (spec.temperature > 0) {
+      sampling->set_top_p(static_cast<float>(spec.top_p));
+      sampling->set_seed(spec.seed);
+      if (spec.top_k >= 0) sampling->set_top_k(static_cast<int32_t>(spec.top_k));
+      if (spec.min_p >= 0) sampling->set_min_p(static_cast<float>(spec.min_p));
+    }
     sampling->set_ignore_eos(true);
     request_.set_request_id("strata-bench-" + std::to_string(index));
     context_.set_deadline(std::chrono::system_clock::now() +

@@ -54,7 +54,20 @@ Workload Workload::FromDataset(std::vector<RequestSpec> entries) {
 }
 
 RequestSpec Workload::Request(int64_t index) const {
-  if (!entries_.empty()) return entries_[static_cast<size_t>(index) % entries_.size()];
+  RequestSpec spec =
+      entries_.empty() ? Generated(index) : entries_[static_cast<size_t>(index) % entries_.size()];
+  spec.temperature = temperature_;
+  spec.top_p = top_p_;
+  spec.top_k = top_k_;
+  spec.min_p = min_p_;
+  // Not the prompt's stream (its first draw would tie the sampling seed to the prompt); 31 bits,
+  // which every server takes.
+  spec.seed =
+      Mix(Mix(seed_ ^ 0x5eed5eed5eed5eedULL) ^ static_cast<uint64_t>(index)) & 0x7fffffffULL;
+  return spec;
+}
+
+RequestSpec Workload::Generated(int64_t index) const {
   std::mt19937_64 rng(Mix(seed_ ^ Mix(static_cast<uint64_t>(index))));
   RequestSpec spec;
   const int64_t prompt_len =

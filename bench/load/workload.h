@@ -34,6 +34,13 @@ struct RequestSpec {
   std::string prompt_text;
   bool has_text = false;
   int64_t output_tokens = 0;  // max_tokens, generated in full (EOS ignored)
+  // Sampling: temperature 0 is greedy; above 0, nucleus sampling with top_p and this request's
+  // own seed (the same run samples the same tokens on a server that honours seeds).
+  double temperature = 0;
+  double top_p = 1;
+  int64_t top_k = -1;  // -1: not sent (the server's default)
+  double min_p = -1;   // -1: not sent
+  uint64_t seed = 0;
 };
 
 class Workload {
@@ -47,16 +54,32 @@ class Workload {
   // The dataset's entries in order, cycling when a run needs more requests than it holds.
   static Workload FromDataset(std::vector<RequestSpec> entries);
 
+  // Every request samples with `temperature` (0: greedy), `top_p`, `top_k` and `min_p` (-1:
+  // not sent), and a seed of its own drawn from (seed, index).
+  void SetSampling(double temperature, double top_p, int64_t top_k = -1, double min_p = -1) {
+    temperature_ = temperature;
+    top_p_ = top_p;
+    top_k_ = top_k;
+    min_p_ = min_p;
+  }
+
   RequestSpec Request(int64_t index) const;
 
   bool from_dataset() const { return !entries_.empty(); }
   size_t dataset_size() const { return entries_.size(); }
 
  private:
+  // The random request `index` (prompt and output length only).
+  RequestSpec Generated(int64_t index) const;
+
   IntRange prompt_tokens_;
   IntRange output_tokens_;
   IntRange token_ids_;
   uint64_t seed_ = 0;
+  double temperature_ = 0;
+  double top_p_ = 1;
+  int64_t top_k_ = -1;
+  double min_p_ = -1;
   std::vector<RequestSpec> entries_;
 };
 

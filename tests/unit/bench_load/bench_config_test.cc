@@ -39,7 +39,9 @@ TEST(BenchConfig, ReadsEveryFlag) {
        "--concurrency",   "4",      "--num-requests", "8",          "--prompt-tokens",   "32:64",
        "--output-tokens", "16",     "--slo-ttft-ms",  "500",        "--slo-tpot-ms",     "50",
        "--slo-itl-ms",    "100",    "--seed",         "9",          "--warmup-requests", "2",
-       "--burstiness",    "0.5",    "--max-errors",   "0",          "--label",           "x"});
+       "--burstiness",    "0.5",    "--max-errors",   "0",          "--label",           "x",
+       "--temperature",   "0.8",    "--top-p",        "0.9",        "--top-k",           "40",
+       "--min-p",         "0.05"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->target, "openai");
   EXPECT_EQ(c->prompt_tokens.max, 64);
@@ -47,7 +49,13 @@ TEST(BenchConfig, ReadsEveryFlag) {
   EXPECT_EQ(*c->slo.itl_ms, 100);
   EXPECT_EQ(c->seed, 9u);
   EXPECT_EQ(c->max_errors, 0);
+  EXPECT_EQ(c->temperature, 0.8);
+  EXPECT_EQ(c->top_p, 0.9);
+  EXPECT_EQ(c->top_k, 40);
+  EXPECT_EQ(c->min_p, 0.05);
   const nlohmann::ordered_json json = ConfigJson(*c);
+  EXPECT_EQ(json.at("temperature"), 0.8);
+  EXPECT_EQ(json.at("top_p"), 0.9);
   EXPECT_EQ(json.at("addr"), "http://h:1");
   EXPECT_EQ(json.at("concurrency"), 4);
   EXPECT_EQ(json.at("slo_tpot_ms"), 50);
@@ -65,6 +73,11 @@ TEST(BenchConfig, BadFlagsAreErrorsNamingTheFlag) {
       {{"--prompt-tokens", "9:3"}, "--prompt-tokens"},
       {{"--burstiness", "0"}, "--burstiness"},
       {{"--request-rate", "-1"}, "--request-rate"},
+      {{"--temperature", "-0.5"}, "--temperature"},
+      {{"--top-p", "0"}, "--top-p"},
+      {{"--top-p", "1.5"}, "--top-p"},
+      {{"--top-k", "-2"}, "--top-k"},
+      {{"--min-p", "2"}, "--min-p"},
       {{"--token-ids", "5"}, ""},  // a single id is fine
   };
   for (const auto& [args, needle] : cases) {

@@ -62,6 +62,8 @@ TEST(OpenAiClient, RequestBodyAsksForGreedyIgnoreEosTokenIds) {
   EXPECT_EQ(body->at("stream"), true);
   EXPECT_EQ(body->at("ignore_eos"), true);
   EXPECT_EQ(body->at("temperature"), 0);
+  EXPECT_FALSE(body->contains("top_p"));  // greedy: no sampling fields
+  EXPECT_FALSE(body->contains("seed"));
   EXPECT_EQ(body->at("stream_options").at("include_usage"), true);
 
   spec.has_text = true;
@@ -70,6 +72,28 @@ TEST(OpenAiClient, RequestBodyAsksForGreedyIgnoreEosTokenIds) {
   ASSERT_TRUE(text_body.ok());
   EXPECT_EQ(text_body->at("prompt"), "say \"hi\"\n");
   EXPECT_FALSE(text_body->contains("model"));
+}
+
+TEST(OpenAiClient, ASampledRequestSendsTopPItsSeedAndTheFiltersGiven) {
+  RequestSpec spec;
+  spec.prompt_token_ids = {11};
+  spec.output_tokens = 4;
+  spec.temperature = 1.0;
+  spec.top_p = 0.95;
+  spec.seed = 1234;
+  const auto body = ParseJsonObject(OpenAiClient::RequestBody(spec, "m"));
+  ASSERT_TRUE(body.ok()) << body.status().ToString();
+  EXPECT_EQ(body->at("temperature"), 1.0);
+  EXPECT_EQ(body->at("top_p"), 0.95);
+  EXPECT_EQ(body->at("seed"), 1234);
+  EXPECT_FALSE(body->contains("top_k"));  // not given: the server's default
+  EXPECT_FALSE(body->contains("min_p"));
+  spec.top_k = 0;
+  spec.min_p = 0.05;
+  const auto filtered = ParseJsonObject(OpenAiClient::RequestBody(spec, "m"));
+  ASSERT_TRUE(filtered.ok());
+  EXPECT_EQ(filtered->at("top_k"), 0);
+  EXPECT_EQ(filtered->at("min_p"), 0.05);
 }
 
 TEST(OpenAiClient, PostsTheStreamingRequestUnderThePrefixOnItsOwnConnection) {

@@ -52,6 +52,32 @@ TEST(Workload, RandomRequestsAreReproducibleDistinctAndWithinRanges) {
             w.Request(0).prompt_token_ids);
 }
 
+TEST(Workload, SampledRequestsEachGetTheirOwnSeed) {
+  Workload w = Workload::Random({8, 8}, {4, 4}, {1000, 29999}, 42);
+  EXPECT_EQ(w.Request(0).temperature, 0);  // greedy unless asked
+  w.SetSampling(1.0, 0.95);
+  std::set<uint64_t> seeds;
+  for (int64_t i = 0; i < 100; ++i) {
+    const RequestSpec r = w.Request(i);
+    EXPECT_EQ(r.temperature, 1.0);
+    EXPECT_EQ(r.top_p, 0.95);
+    EXPECT_EQ(r.seed, w.Request(i).seed);  // a function of (seed, i)
+    EXPECT_LT(r.seed, uint64_t{1} << 31);  // every server takes it
+    seeds.insert(r.seed);
+  }
+  EXPECT_EQ(seeds.size(), 100u);
+  RequestSpec entry;
+  entry.prompt_token_ids = {1};
+  Workload d = Workload::FromDataset({entry});
+  d.SetSampling(0.7, 1.0);
+  EXPECT_EQ(d.Request(3).temperature, 0.7);
+  EXPECT_EQ(d.Request(3).top_k, -1);  // not given: not sent
+  d.SetSampling(0.7, 1.0, 40, 0.05);
+  EXPECT_EQ(d.Request(3).top_k, 40);
+  EXPECT_EQ(d.Request(3).min_p, 0.05);
+  EXPECT_NE(d.Request(3).seed, d.Request(4).seed);
+}
+
 TEST(Workload, DatasetEntriesCycle) {
   RequestSpec a, b;
   a.prompt_token_ids = {1};

@@ -31,7 +31,7 @@ int Run(const BenchConfig& config) {
   if (!config.dataset.empty()) {
     auto entries = LoadDataset(config.dataset, config.output_tokens.min);
     if (!entries.ok()) return Fail(entries.status().ToString(), 2);
-    workload = Workload::FromDataset(std::move(entries).value());
+    workload = Workload::FromDataset(std::move(entries).value(), config.seed);
   }
   workload.SetSampling(config.temperature, config.top_p, config.top_k, config.min_p);
 

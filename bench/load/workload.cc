@@ -47,9 +47,10 @@ Workload Workload::Random(IntRange prompt_tokens, IntRange output_tokens, IntRan
   return w;
 }
 
-Workload Workload::FromDataset(std::vector<RequestSpec> entries) {
+Workload Workload::FromDataset(std::vector<RequestSpec> entries, uint64_t seed) {
   Workload w;
   w.entries_ = std::move(entries);
+  w.seed_ = seed;
   return w;
 }
 

@@ -51,8 +51,9 @@ class Workload {
   // are distinct across requests (no accidental prefix-cache hits) and independent of timing.
   static Workload Random(IntRange prompt_tokens, IntRange output_tokens, IntRange token_ids,
                          uint64_t seed);
-  // The dataset's entries in order, cycling when a run needs more requests than it holds.
-  static Workload FromDataset(std::vector<RequestSpec> entries);
+  // The dataset's entries in order, cycling when a run needs more requests than it holds;
+  // `seed` seeds the sampling seeds (SetSampling).
+  static Workload FromDataset(std::vector<RequestSpec> entries, uint64_t seed = 0);
 
   // Every request samples with `temperature` (0: greedy), `top_p`, `top_k` and `min_p` (-1:
   // not sent), and a seed of its own drawn from (seed, index).

@@ -76,6 +76,9 @@ TEST(Workload, SampledRequestsEachGetTheirOwnSeed) {
   EXPECT_EQ(d.Request(3).top_k, 40);
   EXPECT_EQ(d.Request(3).min_p, 0.05);
   EXPECT_NE(d.Request(3).seed, d.Request(4).seed);
+  Workload other = Workload::FromDataset({entry}, 7);  // another --seed: other sampling seeds
+  other.SetSampling(0.7, 1.0);
+  EXPECT_NE(other.Request(3).seed, d.Request(3).seed);
 }
 
 TEST(Workload, DatasetEntriesCycle) {

@@ -217,13 +217,7 @@ def main() -> int:
                            server.metric, server.http_port), args)
     finally:
         assert server.stop() == 0, server.log()
-    alone, both, idle_lines = m["alone"], m["both"], m["idle_lines"]
-    rate = {"lines": m["lines"]}
-
-    def rise(a, b):
-        return f"{(b / a - 1) * 100:+.0f}%"
-
-    share = rate["lines"] / idle_lines * 100 if idle_lines else float("nan")
+    alone, both = m["alone"], m["both"]
     load = ("closed loop" if args.think_ms <= 0 else
             f"each waiting {args.think_ms:.0f} ms (mean, exponential) between calls")
     report = "\n".join([
@@ -236,10 +230,10 @@ def main() -> int:
         "| --- | --- | --- | --- | --- |",
         f"| interactive alone | {alone['calls']} | {alone['ttft_p99'] * 1000:.0f} | "
         f"{alone['itl_p99'] * 1000:.0f} | - |",
-        f"| job alone | - | - | - | {idle_lines} |",
+        f"| job alone | - | - | - | {m['idle_lines']} |",
         f"| both | {both['calls']} | {both['ttft_p99'] * 1000:.0f} "
-        f"({rise(alone['ttft_p99'], both['ttft_p99'])}) | {both['itl_p99'] * 1000:.0f} "
-        f"({rise(alone['itl_p99'], both['itl_p99'])}) | {rate['lines']} ({share:.0f}% of idle) |",
+        f"({m['ttft_rise'] * 100:+.0f}%) | {both['itl_p99'] * 1000:.0f} "
+        f"({m['itl_rise'] * 100:+.0f}%) | {m['lines']} ({m['share'] * 100:.0f}% of idle) |",
         "",
         f"Interactive load alone kept the engine stepping {alone['busy'] * 100:.0f}% of the "
         f"time (strata_engine_busy_seconds_total); the idle capacity it leaves is then in the "
